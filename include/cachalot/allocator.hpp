@@ -1,0 +1,95 @@
+// The caching allocator of one device. Thread-safe: any thread may call anything. Cache hits
+// never call the device and take only short, per-stream locks.
+//
+// Stream rules: a block belongs to the stream it was allocated on. Freed, it is reused at once
+// by later work on that stream. If it was used on other streams (record_stream, or a free on a
+// stream other than its own), it is reused only after events recorded on each of those streams
+// at free time have completed.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "cachalot/backend.hpp"
+#include "cachalot/config.hpp"
+#include "cachalot/errors.hpp"
+#include "cachalot/stats.hpp"
+#include "cachalot/types.hpp"
+
+namespace cachalot {
+
+namespace detail {
+class engine;
+}
+
+/// A caching allocator for one device. Not copyable or movable; hold it by reference or in a
+/// smart pointer. Destroying it returns every segment to the device, live allocations included.
+class allocator {
+ public:
+  /// Creates an allocator on the backend named by `cfg.backend`.
+  /// @throws invalid_argument for an invalid config, backend_error if the backend cannot start
+  explicit allocator(const config& cfg = config{});
+  /// Creates an allocator on a given backend (shared so that tests can inspect it).
+  allocator(const config& cfg, std::shared_ptr<device_backend> backend);
+  ~allocator();
+  allocator(const allocator&) = delete;
+  allocator& operator=(const allocator&) = delete;
+
+  /// Allocates `bytes` for use on `stream`. Returns nullptr for 0 bytes.
+  /// @throws out_of_memory when even a released cache cannot satisfy the request
+  void* allocate(std::size_t bytes, stream_t stream = nullptr);
+  /// Frees a block on its own stream. nullptr is a no-op.
+  /// @throws invalid_pointer for a pointer not allocated here (foreign, interior, freed twice)
+  void deallocate(void* ptr);
+  /// Frees a block last used on `stream`; if that is not the block's own stream, the block is
+  /// reused only after the work queued on `stream` so far has completed.
+  /// @throws invalid_pointer as deallocate(void*)
+  void deallocate(void* ptr, stream_t stream);
+  /// Marks a live block as used by work on `stream` (see the file comment).
+  /// @throws invalid_pointer for a pointer that is not a live allocation
+  void record_stream(void* ptr, stream_t stream);
+
+  /// Returns every unused cached segment to the device (pending events are completed first).
+  void empty_cache();
+  /// Returns unused cached segments, largest first, until at most `target_reserved_bytes`
+  /// remain reserved (or nothing more can be returned). Returns the bytes released.
+  std::size_t trim(std::size_t target_reserved_bytes);
+  /// Polls outstanding events and makes blocks whose events completed reusable. Never blocks.
+  void process_events();
+
+  /// An exact, consistent copy of the counters.
+  memory_stats stats() const;
+  /// Sets every peak to its current value.
+  void reset_peak_stats();
+  /// Every segment and block now.
+  memory_snapshot snapshot() const;
+  /// A human-readable table of the stats, like torch.cuda.memory_summary().
+  std::string memory_summary() const;
+
+  /// Size (rounded) of the live allocation starting at `ptr`.
+  /// @throws invalid_pointer if `ptr` is not the start of a live allocation
+  std::size_t allocation_size(const void* ptr) const;
+  /// True if `ptr` is the start of a live allocation of this allocator.
+  bool owns(const void* ptr) const noexcept;
+
+  /// The config in use (memory_fraction resolved into memory_limit).
+  const config& get_config() const noexcept;
+  /// The device backend.
+  device_backend& backend() const noexcept;
+
+ private:
+  std::unique_ptr<detail::engine> engine_;
+};
+
+/// Creates the backend a config names (CUDA where built in and a device exists for
+/// `automatic`). @throws backend_error or not_supported when it cannot be created
+std::shared_ptr<device_backend> make_backend(const config& cfg);
+
+/// True if this build includes the CUDA backend.
+bool cuda_backend_built() noexcept;
+
+/// Number of CUDA devices usable now (0 without a driver or without CUDA support).
+int cuda_device_count() noexcept;
+
+}  // namespace cachalot

@@ -1,0 +1,108 @@
+// The simulated device: a real backend (not a test mock) that models a GPU on the host.
+//  - Capacity in bytes; addresses come from a reserved virtual range with nothing behind it, so
+//    traces of an 80 GiB GPU replay on a laptop. With host_backing the pages of live segments
+//    are readable and writable (tests write and check contents); freed pages are unmapped.
+//  - Any non-null pointer is a stream handle; nullptr is the default stream.
+//  - Events complete at once, unless the stream they are recorded on is held: work "still
+//    running" there. release_stream() completes it. synchronize_event() on a held stream waits
+//    for that work, which on the simulated device means completing it.
+//  - Counters for every call, and fault injection: fail the Nth call of an operation.
+// Thread-safe: one internal mutex serializes every call (backends are off the hot path).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cachalot/backend.hpp"
+
+namespace cachalot {
+
+/// Operations of the simulated device that can be counted and made to fail.
+enum class sim_op : std::uint8_t {
+  allocate_segment,  ///< fails by returning nullptr (out of memory)
+  free_segment,      ///< fails by throwing backend_error (the segment stays allocated)
+  create_event,      ///< fails by throwing backend_error
+  record_event,      ///< fails by throwing backend_error
+  query_event,       ///< fails by throwing backend_error
+  synchronize,       ///< synchronize_event / synchronize_device; throws backend_error
+};
+/// Number of sim_op values.
+inline constexpr std::size_t sim_op_count = 6;
+
+/// Calls made to a simulated device.
+struct sim_counters {
+  std::uint64_t segment_allocs = 0;         ///< successful allocate_segment calls
+  std::uint64_t segment_frees = 0;          ///< successful free_segment calls
+  std::uint64_t failed_segment_allocs = 0;  ///< allocate_segment calls that returned nullptr
+  std::uint64_t event_creates = 0;          ///< create_event calls
+  std::uint64_t event_destroys = 0;         ///< destroy_event calls
+  std::uint64_t event_records = 0;          ///< record_event calls
+  std::uint64_t event_queries = 0;          ///< query_event calls
+  std::uint64_t event_syncs = 0;            ///< synchronize_event calls
+  std::uint64_t device_syncs = 0;           ///< synchronize_device calls
+  std::uint64_t memory_info_calls = 0;      ///< memory_info calls
+  std::uint64_t injected_faults = 0;        ///< calls failed on purpose
+  std::uint64_t live_segments = 0;          ///< segments allocated and not yet freed
+  std::uint64_t live_events = 0;            ///< events created and not yet destroyed
+  std::size_t used_bytes = 0;               ///< bytes in live segments
+};
+
+/// Options of a simulated device.
+struct sim_options {
+  std::size_t capacity = std::size_t{80} << 30;  ///< device memory in bytes
+  bool host_backing = false;                     ///< make live segments readable and writable
+  std::size_t alignment = 512;                   ///< segment base alignment (power of two)
+  int device = 0;                                ///< ordinal reported by device()
+};
+
+/// The simulated device backend. See the file comment.
+class simulated_device final : public device_backend {
+ public:
+  /// @throws invalid_argument for a zero capacity or a bad alignment
+  explicit simulated_device(const sim_options& options = {});
+  ~simulated_device() override;
+
+  std::string name() const override;
+  int device() const override;
+  void* allocate_segment(std::size_t bytes, stream_t stream) override;
+  void free_segment(void* ptr, std::size_t bytes) override;
+  event_t create_event() override;
+  void destroy_event(event_t event) override;
+  void record_event(event_t event, stream_t stream) override;
+  bool query_event(event_t event) override;
+  void synchronize_event(event_t event) override;
+  void synchronize_device() override;
+  device_memory_info memory_info() override;
+  std::size_t segment_alignment() const override;
+
+  /// Marks `stream` busy: events recorded on it from now on stay incomplete until released.
+  void hold_stream(stream_t stream);
+  /// Completes all work queued on `stream` and ends the hold.
+  void release_stream(stream_t stream);
+  /// True if `stream` is held.
+  bool is_held(stream_t stream) const;
+
+  /// Makes the `n`-th next call of `op` fail (1 = the very next one); 0 cancels.
+  void fail_nth(sim_op op, std::uint64_t n);
+  /// Makes every call of `op` fail until cleared with `fail_always(op, false)`.
+  void fail_always(sim_op op, bool on);
+  /// Calls of `op` made so far (successful or not).
+  std::uint64_t calls(sim_op op) const;
+
+  /// A copy of the counters.
+  sim_counters counters() const;
+  /// Options the device was made with.
+  const sim_options& options() const noexcept;
+  /// True if [ptr, ptr + bytes) lies inside one live segment.
+  bool is_live(const void* ptr, std::size_t bytes) const;
+  /// True if the device's memory is host-backed (contents can be read and written).
+  bool host_backed() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace cachalot
