@@ -1,0 +1,50 @@
+// Backend selection: `backend:auto` takes CUDA where it is built in and a device exists, else
+// the simulated device; `cuda` and `simulated` are taken as asked.
+#include "cachalot/allocator.hpp"
+#include "cachalot/simulated_device.hpp"
+#include "detail/checks.hpp"
+
+#ifdef CACHALOT_WITH_CUDA
+#include "detail/cuda_factory.hpp"
+#endif
+
+namespace cachalot {
+
+#ifndef CACHALOT_WITH_CUDA
+bool cuda_backend_built() noexcept { return false; }
+int cuda_device_count() noexcept { return 0; }
+#endif
+
+namespace {
+std::shared_ptr<device_backend> make_simulated(const config& cfg) {
+  sim_options o;
+  o.capacity = cfg.capacity;
+  o.host_backing = cfg.host_backing;
+  o.device = cfg.device;
+  return std::make_shared<simulated_device>(o);
+}
+
+std::shared_ptr<device_backend> make_cuda(const config& cfg) {
+#ifdef CACHALOT_WITH_CUDA
+  return detail::make_cuda_backend(cfg.device);
+#else
+  CACHALOT_FAIL(not_supported, "backend 'cuda': this build of cachalot has no CUDA support (device {})",
+                cfg.device);
+#endif
+}
+}  // namespace
+
+std::shared_ptr<device_backend> make_backend(const config& cfg) {
+  switch (cfg.backend) {
+    case backend_kind::simulated:
+      return make_simulated(cfg);
+    case backend_kind::cuda:
+      return make_cuda(cfg);
+    case backend_kind::automatic:
+      break;
+  }
+  if (cfg.device < cuda_device_count()) return make_cuda(cfg);
+  return make_simulated(cfg);
+}
+
+}  // namespace cachalot

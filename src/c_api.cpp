@@ -1,0 +1,227 @@
+// The C shim over cachalot::allocator. Every entry point catches every exception and turns it
+// into a status plus this thread's last-error message: no C++ exception crosses the boundary.
+// A handle is a small tombstone-able record: cachalot_destroy frees the allocator but keeps the
+// record, marked dead, so that a later call through a stale handle is reported as an error
+// instead of touching freed memory.
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/cachalot.h"
+#include "detail/c_error.hpp"
+
+struct cachalot_allocator {
+  std::uint64_t magic;
+  std::unique_ptr<cachalot::allocator> impl;
+};
+
+namespace cachalot::detail {
+namespace {
+constexpr std::uint64_t live_magic = 0xCAC4A10751A7E5ULL;
+constexpr std::uint64_t dead_magic = 0xDEADCAC4A10DEADULL;
+
+thread_local std::string t_last_error;
+
+// Destroyed handles stay allocated (and reachable, for leak checkers) for the process' life.
+std::mutex& tombstone_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<cachalot_allocator*>& tombstones() {
+  static auto* v = new std::vector<cachalot_allocator*>();
+  return *v;
+}
+
+cachalot_status to_c(status s) {
+  switch (s) {
+    case status::success:
+      return CACHALOT_SUCCESS;
+    case status::out_of_memory:
+      return CACHALOT_ERROR_OUT_OF_MEMORY;
+    case status::invalid_argument:
+      return CACHALOT_ERROR_INVALID_ARGUMENT;
+    case status::invalid_pointer:
+      return CACHALOT_ERROR_INVALID_POINTER;
+    case status::backend:
+      return CACHALOT_ERROR_BACKEND;
+    case status::not_supported:
+      return CACHALOT_ERROR_NOT_SUPPORTED;
+  }
+  return CACHALOT_ERROR_BACKEND;
+}
+
+cachalot_status fail(cachalot_status s, const char* what) {
+  set_last_error(what);
+  return s;
+}
+
+template <class F>
+cachalot_status guarded(F&& f) noexcept {
+  try {
+    f();
+    return CACHALOT_SUCCESS;
+  } catch (const error& e) {
+    return fail(to_c(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(CACHALOT_ERROR_OUT_OF_MEMORY, "host memory exhausted");
+  } catch (const std::exception& e) {
+    return fail(CACHALOT_ERROR_BACKEND, e.what());
+  } catch (...) {
+    return fail(CACHALOT_ERROR_BACKEND, "unknown error");
+  }
+}
+
+template <class F>
+cachalot_status with(cachalot_allocator* a, const char* fn, F&& f) noexcept {
+  if (a == nullptr) {
+    set_last_error(std::string(fn) + ": allocator is NULL");
+    return CACHALOT_ERROR_INVALID_ARGUMENT;
+  }
+  if (a->magic != live_magic) {
+    set_last_error(std::string(fn) + ": allocator was destroyed (or is not an allocator)");
+    return CACHALOT_ERROR_INVALID_ARGUMENT;
+  }
+  return guarded([&] { f(*a->impl); });
+}
+
+void fill(const memory_stats& s, cachalot_stats* out) {
+  *out = cachalot_stats{};
+  out->requested_bytes = s.requested_bytes.all.current;
+  out->requested_bytes_peak = s.requested_bytes.all.peak;
+  out->allocated_bytes = s.allocated_bytes.all.current;
+  out->allocated_bytes_peak = s.allocated_bytes.all.peak;
+  out->reserved_bytes = s.reserved_bytes.all.current;
+  out->reserved_bytes_peak = s.reserved_bytes.all.peak;
+  out->active_bytes = s.active_bytes.all.current;
+  out->active_bytes_peak = s.active_bytes.all.peak;
+  out->inactive_split_bytes = s.inactive_split_bytes.all.current;
+  out->num_allocs = s.num_allocs;
+  out->num_frees = s.num_frees;
+  out->num_segment_allocs = s.num_segment_allocs;
+  out->num_segment_frees = s.num_segment_frees;
+  out->num_ooms = s.num_ooms;
+  out->num_alloc_retries = s.num_alloc_retries;
+  out->num_cache_flushes = s.num_cache_flushes;
+  out->largest_free_block = s.largest_free_block;
+  out->num_live_allocations = s.allocations.all.current;
+  out->num_segments = s.segments.all.current;
+}
+
+}  // namespace
+
+void set_last_error(const std::string& message) { t_last_error = message; }
+
+cachalot_status copy_text(const std::string& text, char* buf, std::size_t capacity,
+                          std::size_t* needed) {
+  if (needed != nullptr) *needed = text.size() + 1;
+  if (buf != nullptr && capacity != 0) {
+    const std::size_t n = std::min(capacity - 1, text.size());
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return CACHALOT_SUCCESS;
+}
+
+cachalot_status fill_stats(const memory_stats& s, cachalot_stats* out) {
+  if (out == nullptr) return fail(CACHALOT_ERROR_INVALID_ARGUMENT, "stats output is NULL");
+  fill(s, out);
+  return CACHALOT_SUCCESS;
+}
+
+}  // namespace cachalot::detail
+
+using namespace cachalot;
+using detail::with;
+
+extern "C" {
+
+cachalot_status cachalot_create(const char* config_text, cachalot_allocator** out) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_create: out is NULL");
+  }
+  *out = nullptr;
+  return detail::guarded([&] {
+    const config cfg = config::parse(config_text == nullptr ? "" : config_text);
+    auto impl = std::make_unique<allocator>(cfg);
+    *out = new cachalot_allocator{detail::live_magic, std::move(impl)};
+  });
+}
+
+void cachalot_destroy(cachalot_allocator* a) {
+  if (a == nullptr || a->magic != detail::live_magic) return;
+  a->magic = detail::dead_magic;
+  try {
+    a->impl.reset();
+    std::lock_guard<std::mutex> lock(detail::tombstone_mutex());
+    detail::tombstones().push_back(a);
+  } catch (...) {
+  }
+}
+
+cachalot_status cachalot_malloc(cachalot_allocator* a, void** out, size_t size, void* stream) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_malloc: out is NULL");
+  }
+  *out = nullptr;
+  return with(a, "cachalot_malloc", [&](allocator& x) { *out = x.allocate(size, stream); });
+}
+
+cachalot_status cachalot_free(cachalot_allocator* a, void* ptr, void* stream) {
+  return with(a, "cachalot_free", [&](allocator& x) { x.deallocate(ptr, stream); });
+}
+
+cachalot_status cachalot_record_stream(cachalot_allocator* a, void* ptr, void* stream) {
+  return with(a, "cachalot_record_stream", [&](allocator& x) { x.record_stream(ptr, stream); });
+}
+
+cachalot_status cachalot_empty_cache(cachalot_allocator* a) {
+  return with(a, "cachalot_empty_cache", [&](allocator& x) { x.empty_cache(); });
+}
+
+cachalot_status cachalot_trim(cachalot_allocator* a, size_t target_bytes) {
+  return with(a, "cachalot_trim", [&](allocator& x) { x.trim(target_bytes); });
+}
+
+cachalot_status cachalot_get_stats(cachalot_allocator* a, cachalot_stats* out) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_get_stats: out is NULL");
+  }
+  return with(a, "cachalot_get_stats", [&](allocator& x) { detail::fill_stats(x.stats(), out); });
+}
+
+cachalot_status cachalot_reset_peak_stats(cachalot_allocator* a) {
+  return with(a, "cachalot_reset_peak_stats", [&](allocator& x) { x.reset_peak_stats(); });
+}
+
+cachalot_status cachalot_memory_summary(cachalot_allocator* a, char* buf, size_t capacity,
+                                        size_t* needed) {
+  return with(a, "cachalot_memory_summary", [&](allocator& x) {
+    detail::copy_text(x.memory_summary(), buf, capacity, needed);
+  });
+}
+
+const char* cachalot_status_string(cachalot_status s) {
+  switch (s) {
+    case CACHALOT_SUCCESS:
+      return "CACHALOT_SUCCESS";
+    case CACHALOT_ERROR_OUT_OF_MEMORY:
+      return "CACHALOT_ERROR_OUT_OF_MEMORY";
+    case CACHALOT_ERROR_INVALID_ARGUMENT:
+      return "CACHALOT_ERROR_INVALID_ARGUMENT";
+    case CACHALOT_ERROR_INVALID_POINTER:
+      return "CACHALOT_ERROR_INVALID_POINTER";
+    case CACHALOT_ERROR_BACKEND:
+      return "CACHALOT_ERROR_BACKEND";
+    case CACHALOT_ERROR_NOT_SUPPORTED:
+      return "CACHALOT_ERROR_NOT_SUPPORTED";
+  }
+  return "CACHALOT_UNKNOWN_STATUS";
+}
+
+const char* cachalot_last_error(void) { return detail::t_last_error.c_str(); }
+
+}  // extern "C"

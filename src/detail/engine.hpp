@@ -1,0 +1,286 @@
+// The caching engine behind cachalot::allocator.
+//
+// Layers: allocator (public facade) -> engine (this file) -> device_backend. The engine keeps,
+// per stream, segments tiled by blocks and a segregated-fit free index per pool; a sharded
+// pointer map finds a block from its address; a stats tracker counts everything.
+//
+// Hot path (inline below): allocate = thread-local stream lookup, one stream lock, an O(1)
+// index lookup, maybe a split, a stats update, a map insert. deallocate = a map erase, one
+// stream lock, coalescing, a stats update. Neither calls the backend.
+// Cold paths (engine_slow.cpp): growth, pending events, out-of-memory release-and-retry, cache
+// release, error formatting, snapshots.
+//
+// Locks: a stream's spinlock guards its state; the stats lock and the map's shard locks are
+// leaves taken inside it. pending_mutex_ and events_mutex_ are never held with a stream lock.
+// release_mutex_ serializes the deletion of segments. No thread ever holds two stream locks.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cachalot/backend.hpp"
+#include "cachalot/config.hpp"
+#include "cachalot/stats.hpp"
+#include "detail/block.hpp"
+#include "detail/pointer_map.hpp"
+#include "detail/stats_tracker.hpp"
+#include "detail/stream_state.hpp"
+#include "detail/trace_writer.hpp"
+
+namespace cachalot::detail {
+
+/// A few (engine, stream) -> state entries per thread, so that the hot path finds its stream
+/// state without touching shared memory. Engine ids are never reused.
+struct stream_cache {
+  struct entry {
+    std::uint64_t engine_id = 0;
+    stream_t stream = nullptr;
+    stream_state* state = nullptr;
+  };
+  std::array<entry, 4> entries{};
+  unsigned next = 0;
+};
+inline thread_local stream_cache t_stream_cache;
+
+/// The caching engine. Thread-safe.
+class engine {
+ public:
+  engine(const config& cfg, std::shared_ptr<device_backend> backend);
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  /// See allocator::allocate.
+  void* allocate(std::size_t bytes, stream_t stream) {
+    if (bytes == 0) return nullptr;
+    if (bytes > max_request_) [[unlikely]] fail_impossible(bytes, stream);
+    const std::size_t rounded = round_up(bytes);
+    const pool_kind pool = rounded <= small_size_ ? pool_kind::small : pool_kind::large;
+    stream_state& ss = state_for(stream);
+    block* b = nullptr;
+    {
+      std::lock_guard<spinlock> lock(ss.lock);
+      b = take_cached(ss, pool, rounded, bytes);
+    }
+    if (b == nullptr) [[unlikely]] b = allocate_slow(ss, pool, rounded, bytes);
+    map_.insert(b->addr, b);
+    void* ptr = reinterpret_cast<void*>(b->addr);
+    if (tracer_) [[unlikely]] tracer_->on_allocate(ptr, bytes, stream);
+    return ptr;
+  }
+
+  /// See allocator::deallocate. `on_stream`: `stream` names where the block was last used.
+  void deallocate(void* ptr, stream_t stream, bool on_stream) {
+    if (ptr == nullptr) return;
+    if (!caching_) [[unlikely]] return deallocate_passthrough(ptr, stream, on_stream);
+    block* b = map_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+    if (b == nullptr) [[unlikely]] fail_invalid_free(ptr);
+    stream_state& ss = *b->owner;
+    const std::size_t requested = b->requested;
+    bool deferred = false;
+    {
+      std::lock_guard<spinlock> lock(ss.lock);
+      deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
+      if (!deferred) [[likely]] {
+        const std::size_t size = b->size;
+        const pool_kind pool = b->seg->pool;
+        const std::size_t whole = release_block(ss, b);
+        stats_.on_free(pool, size, requested, false, whole);
+      }
+    }
+    if (deferred) [[unlikely]] {
+      free_deferred(b, on_stream ? stream : ss.stream);
+    }
+    if (tracer_) [[unlikely]] tracer_->on_free(ptr, requested, ss.stream);
+  }
+
+  void record_stream(void* ptr, stream_t stream);
+  void empty_cache();
+  std::size_t trim(std::size_t target_reserved_bytes);
+  void process_events() {
+    if (pending_count_.load(std::memory_order_acquire) != 0) poll_pending(false);
+  }
+
+  memory_stats stats() const;
+  void reset_peak_stats() noexcept { stats_.reset_peaks(); }
+  memory_snapshot snapshot() const;
+  std::string memory_summary() const;
+  std::size_t allocation_size(const void* ptr) const;
+  bool owns(const void* ptr) const noexcept;
+
+  const config& get_config() const noexcept { return cfg_; }
+  device_backend& backend() const noexcept { return *backend_; }
+
+ private:
+  struct pending_free {
+    block* b;
+    std::vector<event_t> events;
+  };
+
+  std::size_t round_up(std::size_t bytes) const noexcept {
+    return (bytes + granularity_ - 1) & ~(granularity_ - 1);
+  }
+
+  stream_state& state_for(stream_t stream) {
+    stream_cache& c = t_stream_cache;
+    for (const auto& e : c.entries) {
+      if (e.engine_id == id_ && e.stream == stream) [[likely]] return *e.state;
+    }
+    return state_for_slow(stream);
+  }
+
+  /// Under ss.lock: takes a cached block of `rounded` bytes, or nullptr.
+  block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded,
+                     std::size_t requested) {
+    if (!caching_) [[unlikely]] return nullptr;
+    block* b;
+    if (rounded < max_split_size_) [[likely]] {
+      free_index& index = ss.index[static_cast<std::size_t>(pool)];
+      b = index.find(rounded);
+      if (b == nullptr) return nullptr;
+      index.remove(b);
+    } else {
+      b = take_oversize(ss, rounded);
+      if (b == nullptr) return nullptr;
+    }
+    return hand_out(ss, b, rounded, requested);
+  }
+
+  /// Under ss.lock: marks a block removed from the free structures as allocated, splitting off
+  /// the remainder when it is worth keeping.
+  block* hand_out(stream_state& ss, block* b, std::size_t rounded, std::size_t requested) {
+    const std::size_t whole = b->whole() ? b->seg->size : 0;
+    if (should_split(b, rounded)) split(ss, b, rounded);
+    b->state = block_state::allocated;
+    b->requested = requested;
+    stats_.on_alloc(b->seg->pool, b->size, requested, whole, b->size >= max_split_size_);
+    return b;
+  }
+
+  bool should_split(const block* b, std::size_t rounded) const noexcept {
+    const std::size_t remaining = b->size - rounded;
+    if (b->seg->pool == pool_kind::small) return remaining >= small_split_remainder_;
+    return b->size < max_split_size_ && remaining > large_split_remainder_;
+  }
+
+  void split(stream_state& ss, block* b, std::size_t rounded) {
+    block* r = ss.nodes.acquire(&ss);
+    r->addr = b->addr + rounded;
+    r->size = b->size - rounded;
+    r->seg = b->seg;
+    r->prev = b;
+    r->next = b->next;
+    if (b->next != nullptr) b->next->prev = r;
+    b->next = r;
+    b->size = rounded;
+    insert_free(ss, r);
+  }
+
+  void insert_free(stream_state& ss, block* b) {
+    b->state = block_state::free;
+    if (b->size >= max_split_size_) [[unlikely]] {
+      insert_oversize(ss, b);
+    } else {
+      ss.index[static_cast<std::size_t>(b->seg->pool)].insert(b);
+    }
+  }
+
+  void remove_free(stream_state& ss, block* b) {
+    if (b->oversize) [[unlikely]] {
+      remove_oversize(ss, b);
+    } else {
+      ss.index[static_cast<std::size_t>(b->seg->pool)].remove(b);
+    }
+  }
+
+  /// Under ss.lock: frees an allocated or pending block, coalescing it with free neighbours.
+  /// Returns the segment's size if the segment is now wholly free, else 0.
+  std::size_t release_block(stream_state& ss, block* b) {
+    b->requested = 0;
+    if (block* n = b->next; n != nullptr && n->state == block_state::free) {
+      remove_free(ss, n);
+      b->size += n->size;
+      b->next = n->next;
+      if (n->next != nullptr) n->next->prev = b;
+      ss.nodes.release(n);
+    }
+    if (block* p = b->prev; p != nullptr && p->state == block_state::free) {
+      remove_free(ss, p);
+      p->size += b->size;
+      p->next = b->next;
+      if (b->next != nullptr) b->next->prev = p;
+      ss.nodes.release(b);
+      b = p;
+    }
+    insert_free(ss, b);
+    return b->whole() ? b->seg->size : 0;
+  }
+
+  // --- cold paths (engine_slow.cpp) ---
+  [[gnu::noinline]] stream_state& state_for_slow(stream_t stream);
+  [[gnu::noinline]] block* allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
+                                         std::size_t requested);
+  [[gnu::noinline]] block* take_oversize(stream_state& ss, std::size_t rounded);
+  [[gnu::noinline]] void insert_oversize(stream_state& ss, block* b);
+  [[gnu::noinline]] void remove_oversize(stream_state& ss, block* b);
+  [[gnu::noinline]] void free_deferred(block* b, stream_t stream);
+  [[gnu::noinline]] void deallocate_passthrough(void* ptr, stream_t stream, bool on_stream);
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_impossible(std::size_t bytes,
+                                                               stream_t stream);
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_invalid_free(void* ptr) const;
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_oom(std::size_t bytes, stream_t stream,
+                                                       const char* why);
+  std::string describe(std::uintptr_t addr) const;
+
+  std::size_t segment_size_for(pool_kind pool, std::size_t rounded) const noexcept;
+  void* grow(std::size_t bytes, stream_t stream);
+  block* add_segment(stream_state& ss, pool_kind pool, void* base, std::size_t size,
+                     std::size_t rounded, std::size_t requested);
+  void poll_pending(bool wait);
+  void finish_pending(block* b);
+  event_t acquire_event();
+  void recycle_event(event_t e) noexcept;
+  std::size_t release_cached(std::size_t target_reserved, bool largest_first);
+  bool release_segment(stream_state& ss, segment* seg);
+  void release_or_keep(stream_state& ss, segment* seg) noexcept;
+  std::vector<stream_state*> states() const;
+
+  config cfg_;
+  std::shared_ptr<device_backend> backend_;
+  const std::uint64_t id_;
+  // Config copied into plain members for the hot path.
+  std::size_t granularity_;
+  std::size_t small_size_;
+  std::size_t max_split_size_;
+  std::size_t small_split_remainder_;
+  std::size_t large_split_remainder_;
+  std::size_t max_request_;
+  std::size_t memory_limit_;
+  std::size_t device_total_;
+  bool caching_;
+
+  pointer_map map_;
+  stats_tracker stats_;
+  std::unique_ptr<trace_writer> tracer_;
+
+  mutable std::shared_mutex registry_mutex_;
+  std::unordered_map<stream_t, std::unique_ptr<stream_state>> registry_;
+  std::vector<stream_state*> state_list_;
+
+  std::mutex pending_mutex_;
+  std::vector<pending_free> pending_;
+  std::atomic<std::size_t> pending_count_{0};
+  std::mutex events_mutex_;
+  std::vector<event_t> free_events_;
+  std::mutex release_mutex_;
+};
+
+}  // namespace cachalot::detail

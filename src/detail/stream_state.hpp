@@ -1,0 +1,48 @@
+// Everything the allocator keeps for one stream: its segments, its free blocks (a free index
+// per pool, plus an ordered set of oversize blocks that are never split) and its block nodes,
+// all behind one spinlock. Streams never share blocks, so threads working on different streams
+// never contend here. Stream states live until the allocator is destroyed.
+#pragma once
+
+#include <cstddef>
+#include <map>
+
+#include "detail/block.hpp"
+#include "detail/free_index.hpp"
+#include "detail/spinlock.hpp"
+
+namespace cachalot::detail {
+
+/// Per-stream allocator state. Every member is guarded by `lock`.
+struct stream_state {
+  explicit stream_state(stream_t s) : stream(s) {}
+  stream_state(const stream_state&) = delete;
+  stream_state& operator=(const stream_state&) = delete;
+
+  spinlock lock;                      ///< guards everything below
+  const stream_t stream;              ///< the stream
+  free_index index[pool_count];       ///< free blocks below max_split_size, per pool
+  std::multimap<std::size_t, block*> oversize;  ///< free blocks >= max_split_size, by size
+  segment* segments = nullptr;        ///< intrusive list of this stream's segments
+  block_pool nodes;                   ///< recycled block nodes
+
+  /// Links a new segment into the list.
+  void link(segment* s) noexcept {
+    s->prev = nullptr;
+    s->next = segments;
+    if (segments != nullptr) segments->prev = s;
+    segments = s;
+  }
+  /// Unlinks a segment from the list.
+  void unlink(segment* s) noexcept {
+    if (s->prev != nullptr) {
+      s->prev->next = s->next;
+    } else {
+      segments = s->next;
+    }
+    if (s->next != nullptr) s->next->prev = s->prev;
+    s->prev = s->next = nullptr;
+  }
+};
+
+}  // namespace cachalot::detail

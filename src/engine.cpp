@@ -1,0 +1,197 @@
+// The engine's construction, teardown, stream registry and queries (stats, snapshot, pointer
+// queries). The allocation hot path is inline in detail/engine.hpp; the cold paths are in
+// engine_slow.cpp.
+#include "detail/engine.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "detail/checks.hpp"
+
+namespace cachalot::detail {
+
+namespace {
+std::atomic<std::uint64_t> next_engine_id{1};
+
+std::size_t resolve_limit(const config& cfg, std::size_t total) {
+  if (cfg.memory_fraction > 0.0) {
+    return static_cast<std::size_t>(static_cast<long double>(total) * cfg.memory_fraction);
+  }
+  return cfg.memory_limit;
+}
+}  // namespace
+
+engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
+    : cfg_(cfg),
+      backend_(std::move(backend)),
+      id_(next_engine_id.fetch_add(1, std::memory_order_relaxed)) {
+  cfg_.validate();
+  CACHALOT_EXPECTS(backend_ != nullptr, invalid_argument, "allocator: backend is null");
+  device_total_ = backend_->memory_info().total;
+  granularity_ = cfg_.granularity;
+  small_size_ = cfg_.small_size;
+  max_split_size_ = cfg_.max_split_size;
+  small_split_remainder_ = cfg_.small_split_remainder;
+  large_split_remainder_ = cfg_.large_split_remainder;
+  memory_limit_ = resolve_limit(cfg_, device_total_);
+  cfg_.memory_limit = memory_limit_;
+  caching_ = cfg_.caching;
+  const std::size_t slack = std::max(cfg_.segment_rounding, cfg_.large_segment_size);
+  max_request_ = std::numeric_limits<std::size_t>::max() - 2 * slack;
+  if (!cfg_.trace_file.empty()) tracer_ = std::make_unique<trace_writer>(cfg_.trace_file);
+}
+
+engine::~engine() {
+  // Never throws: complete what is pending where the device still answers, then return every
+  // segment, live or not, and every event.
+  try {
+    poll_pending(true);
+  } catch (...) {
+  }
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  for (pending_free& p : pending_) {
+    for (event_t e : p.events) free_events_.push_back(e);
+  }
+  pending_.clear();
+  for (event_t e : free_events_) {
+    try {
+      backend_->destroy_event(e);
+    } catch (...) {
+    }
+  }
+  for (stream_state* ss : state_list_) {
+    for (segment* seg = ss->segments; seg != nullptr;) {
+      segment* next = seg->next;
+      try {
+        backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+      } catch (...) {
+      }
+      delete seg;
+      seg = next;
+    }
+    ss->segments = nullptr;
+  }
+  if (tracer_) tracer_->flush();
+}
+
+stream_state& engine::state_for_slow(stream_t stream) {
+  stream_state* state = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    if (auto it = registry_.find(stream); it != registry_.end()) state = it->second.get();
+  }
+  if (state == nullptr) {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    auto& slot = registry_[stream];
+    if (!slot) {
+      slot = std::make_unique<stream_state>(stream);
+      state_list_.push_back(slot.get());
+    }
+    state = slot.get();
+  }
+  stream_cache& c = t_stream_cache;
+  c.entries[c.next] = stream_cache::entry{id_, stream, state};
+  c.next = (c.next + 1) % static_cast<unsigned>(c.entries.size());
+  return *state;
+}
+
+std::vector<stream_state*> engine::states() const {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  return state_list_;
+}
+
+void engine::record_stream(void* ptr, stream_t stream) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  block* b = ptr == nullptr ? nullptr : map_.find(addr);
+  if (b == nullptr) {
+    CACHALOT_FAIL(invalid_pointer, "record_stream: {}", describe(addr));
+  }
+  stream_state& ss = *b->owner;
+  std::lock_guard<spinlock> lock(ss.lock);
+  if (b->addr != addr || b->state != block_state::allocated) {
+    CACHALOT_FAIL(invalid_pointer, "record_stream: {:#x} was freed concurrently", addr);
+  }
+  if (stream == ss.stream) return;
+  if (std::find(b->used_on.begin(), b->used_on.end(), stream) == b->used_on.end()) {
+    b->used_on.push_back(stream);
+  }
+}
+
+memory_stats engine::stats() const {
+  memory_stats s = stats_.get();
+  std::uint64_t free_blocks = 0;
+  std::uint64_t largest = 0;
+  const auto list = states();
+  for (stream_state* ss : list) {
+    std::lock_guard<spinlock> lock(ss->lock);
+    for (const free_index& index : ss->index) {
+      free_blocks += index.count();
+      if (const block* b = index.largest()) largest = std::max<std::uint64_t>(largest, b->size);
+    }
+    free_blocks += ss->oversize.size();
+    if (!ss->oversize.empty()) {
+      largest = std::max<std::uint64_t>(largest, ss->oversize.rbegin()->first);
+    }
+  }
+  s.num_free_blocks = free_blocks;
+  s.largest_free_block = largest;
+  s.num_streams = list.size();
+  return s;
+}
+
+memory_snapshot engine::snapshot() const {
+  memory_snapshot snap;
+  for (stream_state* ss : states()) {
+    std::lock_guard<spinlock> lock(ss->lock);
+    for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
+      segment_info info{seg->base, seg->size, ss->stream, seg->pool, {}};
+      for (const block* b = seg->first; b != nullptr; b = b->next) {
+        info.blocks.push_back(block_info{b->addr, b->size, b->requested, b->state});
+      }
+      snap.segments.push_back(std::move(info));
+    }
+  }
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const segment_info& a, const segment_info& b) { return a.address < b.address; });
+  return snap;
+}
+
+std::size_t engine::allocation_size(const void* ptr) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  block* b = ptr == nullptr ? nullptr : map_.find(addr);
+  if (b != nullptr) {
+    std::lock_guard<spinlock> lock(b->owner->lock);
+    if (b->addr == addr && b->state == block_state::allocated) return b->size;
+  }
+  CACHALOT_FAIL(invalid_pointer, "allocation_size: {}", describe(addr));
+}
+
+bool engine::owns(const void* ptr) const noexcept {
+  return ptr != nullptr && map_.find(reinterpret_cast<std::uintptr_t>(ptr)) != nullptr;
+}
+
+std::string engine::describe(std::uintptr_t addr) const {
+  if (addr == 0) return "null pointer";
+  for (stream_state* ss : states()) {
+    std::lock_guard<spinlock> lock(ss->lock);
+    for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
+      if (addr < seg->base || addr >= seg->base + seg->size) continue;
+      for (const block* b = seg->first; b != nullptr; b = b->next) {
+        if (addr < b->addr || addr >= b->addr + b->size) continue;
+        const char* state = b->state == block_state::free        ? "free (already freed?)"
+                            : b->state == block_state::pending ? "pending (already freed)"
+                                                                 : "allocated";
+        if (addr == b->addr) {
+          return fmt::format("{:#x} is not a live allocation: its block of {} B on stream {} is {}",
+                             addr, b->size, fmt::ptr(ss->stream), state);
+        }
+        return fmt::format(
+            "{:#x} is an interior pointer, {} B into a {} block at {:#x} of {} B on stream {}",
+            addr, addr - b->addr, state, b->addr, b->size, fmt::ptr(ss->stream));
+      }
+    }
+  }
+  return fmt::format("{:#x} was not allocated by this allocator", addr);
+}
+
+}  // namespace cachalot::detail

@@ -1,0 +1,399 @@
+// The engine's cold paths: growth, oversize blocks, deferred frees and their events, the
+// out-of-memory release-and-retry sequence, cache release (empty_cache, trim), pass-through
+// mode, and error formatting. None of this runs on a cache hit.
+#include <algorithm>
+#include <exception>
+
+#include "cachalot/config.hpp"
+#include "detail/checks.hpp"
+#include "detail/engine.hpp"
+
+namespace cachalot::detail {
+
+// --- growth and out of memory ----------------------------------------------------------------
+
+std::size_t engine::segment_size_for(pool_kind pool, std::size_t rounded) const noexcept {
+  if (!caching_) return rounded;
+  if (pool == pool_kind::small) return cfg_.small_segment_size;
+  if (rounded < cfg_.mid_size_limit) return cfg_.large_segment_size;
+  const std::size_t r = cfg_.segment_rounding;
+  return (rounded + r - 1) / r * r;
+}
+
+void* engine::grow(std::size_t bytes, stream_t stream) {
+  if (!stats_.reserve_room(bytes, memory_limit_)) return nullptr;
+  void* base = nullptr;
+  try {
+    base = backend_->allocate_segment(bytes, stream);
+  } catch (...) {
+    stats_.unreserve_room(bytes);
+    throw;
+  }
+  if (base == nullptr) stats_.unreserve_room(bytes);
+  return base;
+}
+
+block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::size_t size,
+                           std::size_t rounded, std::size_t requested) {
+  auto seg = std::make_unique<segment>();
+  seg->base = reinterpret_cast<std::uintptr_t>(base);
+  seg->size = size;
+  seg->pool = pool;
+  seg->owner = &ss;
+  block* b = nullptr;
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    block* whole = ss.nodes.acquire(&ss);
+    whole->addr = seg->base;
+    whole->size = size;
+    whole->seg = seg.get();
+    seg->first = whole;
+    ss.link(seg.release());
+    stats_.on_segment_alloc(pool, size);
+    b = hand_out(ss, whole, rounded, requested);
+  }
+  stats_.unreserve_room(size);
+  return b;
+}
+
+block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
+                             std::size_t requested) {
+  const stream_t stream = ss.stream;
+  if (backend_->is_capturing(stream)) {
+    if (tracer_) tracer_->on_allocate_failure(requested, stream);
+    CACHALOT_FAIL(not_supported,
+                  "cannot allocate {} on stream {}: it is being captured into a CUDA graph and "
+                  "the cache holds no free block that fits; allocate before capture (warm-up) "
+                  "so that the capture is served from the cache",
+                  format_bytes(requested), fmt::ptr(stream));
+  }
+  // 1. Blocks whose events have completed may fit.
+  if (caching_ && pending_count_.load(std::memory_order_acquire) != 0) {
+    poll_pending(false);
+    std::lock_guard<spinlock> lock(ss.lock);
+    if (block* b = take_cached(ss, pool, rounded, requested)) return b;
+  }
+  // 2. A new segment.
+  const std::size_t seg_size = segment_size_for(pool, rounded);
+  if (seg_size > device_total_ || (memory_limit_ != 0 && seg_size > memory_limit_)) {
+    fail_oom(requested, stream, "the request can never fit on this device or under the limit");
+  }
+  if (void* base = grow(seg_size, stream)) {
+    return add_segment(ss, pool, base, seg_size, rounded, requested);
+  }
+  // 3. Complete pending events, release every cached segment, retry.
+  stats_.count_retry();
+  poll_pending(true);
+  release_cached(0, false);
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    if (block* b = take_cached(ss, pool, rounded, requested)) return b;
+  }
+  if (void* base = grow(seg_size, stream)) {
+    return add_segment(ss, pool, base, seg_size, rounded, requested);
+  }
+  fail_oom(requested, stream, "the device cannot supply a new segment");
+}
+
+void engine::fail_impossible(std::size_t bytes, stream_t stream) {
+  fail_oom(bytes, stream, "the size is beyond any device");
+}
+
+void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
+  stats_.count_oom();
+  if (tracer_) tracer_->on_allocate_failure(bytes, stream);
+  const memory_stats s = stats();
+  oom_info info;
+  info.requested_bytes = bytes;
+  info.reserved_bytes = s.reserved_bytes.all.current;
+  info.allocated_bytes = s.allocated_bytes.all.current;
+  info.largest_free_block = s.largest_free_block;
+  info.memory_limit = memory_limit_;
+  try {
+    const device_memory_info mi = backend_->memory_info();
+    info.device_total = mi.total;
+    info.device_free = mi.free;
+  } catch (...) {
+    info.device_total = device_total_;
+  }
+  std::string limit =
+      memory_limit_ != 0 ? fmt::format(", memory limit {}", format_bytes(memory_limit_)) : "";
+  std::string msg = fmt::format(
+      "cachalot: out of memory: tried to allocate {} on device {} (stream {}): {}. Device "
+      "capacity {}, {} free{}; this allocator has {} reserved, {} allocated, {} reserved but "
+      "unallocated, largest free block {}. Hint: if reserved but unallocated memory is large, "
+      "fragmentation is the cause: set max_split_size, free cached memory with empty_cache(), or "
+      "raise the memory limit.",
+      format_bytes(bytes), backend_->device(), fmt::ptr(stream), why,
+      format_bytes(info.device_total), format_bytes(info.device_free), limit,
+      format_bytes(info.reserved_bytes), format_bytes(info.allocated_bytes),
+      format_bytes(info.reserved_bytes - info.allocated_bytes),
+      format_bytes(info.largest_free_block));
+  throw out_of_memory(info, msg, __FILE__, __LINE__);
+}
+
+// --- oversize blocks -------------------------------------------------------------------------
+
+block* engine::take_oversize(stream_state& ss, std::size_t rounded) {
+  // A block far bigger than the request would be wasted: accept at most one large segment more.
+  auto it = ss.oversize.lower_bound(rounded);
+  if (it == ss.oversize.end() || it->first >= rounded + cfg_.large_segment_size) return nullptr;
+  block* b = it->second;
+  ss.oversize.erase(it);
+  b->oversize = false;
+  return b;
+}
+
+void engine::insert_oversize(stream_state& ss, block* b) {
+  ss.oversize.emplace(b->size, b);
+  b->oversize = true;
+}
+
+void engine::remove_oversize(stream_state& ss, block* b) {
+  auto [first, last] = ss.oversize.equal_range(b->size);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == b) {
+      ss.oversize.erase(it);
+      break;
+    }
+  }
+  b->oversize = false;
+}
+
+// --- deferred frees and events ---------------------------------------------------------------
+
+event_t engine::acquire_event() {
+  {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    if (!free_events_.empty()) {
+      event_t e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+  }
+  return backend_->create_event();
+}
+
+void engine::recycle_event(event_t e) noexcept {
+  std::lock_guard<std::mutex> lock(events_mutex_);
+  free_events_.push_back(e);
+}
+
+void engine::free_deferred(block* b, stream_t stream) {
+  stream_state& ss = *b->owner;
+  std::vector<stream_t> streams;
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    streams = b->used_on;
+  }
+  if (stream != ss.stream && std::find(streams.begin(), streams.end(), stream) == streams.end()) {
+    streams.push_back(stream);
+  }
+  std::vector<event_t> events;
+  try {
+    for (stream_t s : streams) {
+      if (backend_->is_capturing(s)) {
+        CACHALOT_FAIL(not_supported,
+                      "cannot free {:#x}: it was used on stream {}, which is being captured into a "
+                      "CUDA graph; free it after the capture ends",
+                      b->addr, fmt::ptr(s));
+      }
+      events.push_back(acquire_event());
+      backend_->record_event(events.back(), s);
+    }
+  } catch (...) {
+    for (event_t e : events) recycle_event(e);
+    map_.insert(b->addr, b);  // the block stays allocated: nothing changed
+    throw;
+  }
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    b->state = block_state::pending;
+    b->used_on.clear();
+    stats_.on_free(b->seg->pool, b->size, b->requested, true, 0);
+  }
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  pending_.push_back(pending_free{b, std::move(events)});
+  pending_count_.fetch_add(1, std::memory_order_release);
+}
+
+void engine::poll_pending(bool wait) {
+  std::vector<block*> ready;
+  std::exception_ptr error;
+  bool synced = false;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    try {
+      for (std::size_t i = 0; i < pending_.size();) {
+        std::vector<event_t>& events = pending_[i].events;
+        for (std::size_t j = 0; j < events.size();) {
+          bool done;
+          if (wait) {
+            backend_->synchronize_event(events[j]);
+            synced = true;
+            done = true;
+          } else {
+            done = backend_->query_event(events[j]);
+          }
+          if (done) {
+            recycle_event(events[j]);
+            events[j] = events.back();
+            events.pop_back();
+          } else {
+            ++j;
+          }
+        }
+        if (events.empty()) {
+          ready.push_back(pending_[i].b);
+          pending_[i] = std::move(pending_.back());
+          pending_.pop_back();
+          pending_count_.fetch_sub(1, std::memory_order_release);
+        } else {
+          ++i;
+        }
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (synced) stats_.count_sync();
+  for (block* b : ready) finish_pending(b);
+  if (error) std::rethrow_exception(error);
+}
+
+void engine::finish_pending(block* b) {
+  stream_state& ss = *b->owner;
+  if (!caching_) {
+    std::lock_guard<std::mutex> release_lock(release_mutex_);
+    segment* seg = b->seg;
+    {
+      std::lock_guard<spinlock> lock(ss.lock);
+      const std::size_t size = b->size;
+      const std::size_t whole = release_block(ss, b);
+      stats_.on_pending_done(seg->pool, size, whole);
+    }
+    release_or_keep(ss, seg);
+    return;
+  }
+  std::lock_guard<spinlock> lock(ss.lock);
+  const std::size_t size = b->size;
+  const pool_kind pool = b->seg->pool;
+  const std::size_t whole = release_block(ss, b);
+  stats_.on_pending_done(pool, size, whole);
+}
+
+// --- releasing cached memory -----------------------------------------------------------------
+
+bool engine::release_segment(stream_state& ss, segment* seg) {
+  // Caller holds release_mutex_, so `seg` cannot be deleted under us.
+  block* b = nullptr;
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    b = seg->first;
+    if (b->state != block_state::free || !b->whole()) return false;
+    remove_free(ss, b);
+    ss.unlink(seg);
+  }
+  try {
+    backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+  } catch (...) {
+    std::lock_guard<spinlock> lock(ss.lock);
+    ss.link(seg);
+    insert_free(ss, b);
+    throw;
+  }
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    ss.nodes.release(b);
+    stats_.on_segment_free(seg->pool, seg->size);
+  }
+  delete seg;
+  return true;
+}
+
+void engine::release_or_keep(stream_state& ss, segment* seg) noexcept {
+  // Pass-through mode: a segment the device refuses to take back stays cached (and counted as
+  // reserved) until empty_cache or the out-of-memory path releases it.
+  try {
+    release_segment(ss, seg);
+  } catch (...) {
+  }
+}
+
+std::size_t engine::release_cached(std::size_t target_reserved, bool largest_first) {
+  std::lock_guard<std::mutex> release_lock(release_mutex_);
+  struct candidate {
+    stream_state* ss;
+    segment* seg;
+    std::size_t size;
+  };
+  std::vector<candidate> candidates;
+  for (stream_state* ss : states()) {
+    std::lock_guard<spinlock> lock(ss->lock);
+    for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
+      if (seg->first->state == block_state::free && seg->first->whole()) {
+        candidates.push_back(candidate{ss, seg, seg->size});
+      }
+    }
+  }
+  if (largest_first) {
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const candidate& a, const candidate& b) { return a.size > b.size; });
+  }
+  std::size_t released = 0;
+  for (const candidate& c : candidates) {
+    if (stats_.reserved() <= target_reserved) break;
+    if (release_segment(*c.ss, c.seg)) released += c.size;
+  }
+  stats_.count_flush();
+  return released;
+}
+
+void engine::empty_cache() {
+  poll_pending(true);
+  release_cached(0, false);
+}
+
+std::size_t engine::trim(std::size_t target_reserved_bytes) {
+  process_events();
+  if (stats_.reserved() <= target_reserved_bytes) return 0;
+  return release_cached(target_reserved_bytes, true);
+}
+
+// --- pass-through mode -----------------------------------------------------------------------
+
+void engine::deallocate_passthrough(void* ptr, stream_t stream, bool on_stream) {
+  std::unique_lock<std::mutex> release_lock(release_mutex_);
+  block* b = map_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  if (b == nullptr) {
+    release_lock.unlock();
+    fail_invalid_free(ptr);
+  }
+  stream_state& ss = *b->owner;
+  const std::size_t requested = b->requested;
+  bool deferred = false;
+  segment* seg = b->seg;
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
+    if (!deferred) {
+      const std::size_t size = b->size;
+      const std::size_t whole = release_block(ss, b);
+      stats_.on_free(seg->pool, size, requested, false, whole);
+    }
+  }
+  if (deferred) {
+    release_lock.unlock();
+    free_deferred(b, on_stream ? stream : ss.stream);
+  } else {
+    release_or_keep(ss, seg);
+  }
+  if (tracer_) tracer_->on_free(ptr, requested, ss.stream);
+}
+
+void engine::fail_invalid_free(void* ptr) const {
+  CACHALOT_FAIL(invalid_pointer, "deallocate: {}",
+                describe(reinterpret_cast<std::uintptr_t>(ptr)));
+}
+
+}  // namespace cachalot::detail

@@ -1,0 +1,339 @@
+// The simulated device (see include/cachalot/simulated_device.hpp). Address space: one
+// PROT_NONE, MAP_NORESERVE reservation of twice the capacity, handed out first-fit from an
+// address-ordered map of free ranges; with host backing, live segments are made read-write
+// and freed ones are discarded and protected again. Capacity is accounted in bytes rounded to
+// the alignment. One mutex guards everything.
+#include "cachalot/simulated_device.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cachalot/errors.hpp"
+#include "detail/checks.hpp"
+
+namespace cachalot {
+
+namespace {
+constexpr std::uintptr_t synthetic_base = std::uintptr_t{0x100000000000};
+
+struct sim_stream {
+  std::uint64_t submitted = 0;
+  std::uint64_t completed = 0;
+  bool held = false;
+};
+
+struct sim_event {
+  stream_t stream = nullptr;
+  std::uint64_t seq = 0;
+  bool recorded = false;
+};
+
+struct fault_plan {
+  std::uint64_t calls = 0;
+  std::uint64_t fail_at = 0;
+  bool always = false;
+};
+}  // namespace
+
+struct simulated_device::impl {
+  sim_options opts;
+  std::size_t page = 4096;
+  std::size_t place_align = 512;
+  void* mapping = nullptr;
+  std::size_t mapping_size = 0;
+  std::uintptr_t base = 0;
+  mutable std::mutex mutex;
+  std::map<std::uintptr_t, std::size_t> free_ranges;  // address -> length
+  std::map<std::uintptr_t, std::size_t> live;         // address -> requested length
+  std::unordered_map<stream_t, sim_stream> streams;
+  std::unordered_set<sim_event*> events;
+  std::array<fault_plan, sim_op_count> faults{};
+  sim_counters counters;
+
+  std::size_t charged(std::size_t bytes) const {
+    return (bytes + opts.alignment - 1) / opts.alignment * opts.alignment;
+  }
+  std::size_t placed(std::size_t bytes) const {
+    return (bytes + place_align - 1) / place_align * place_align;
+  }
+
+  // Counts a call of `op`; true if it must fail.
+  bool inject(sim_op op) {
+    fault_plan& f = faults[static_cast<std::size_t>(op)];
+    ++f.calls;
+    if (f.always || (f.fail_at != 0 && f.calls == f.fail_at)) {
+      if (!f.always) f.fail_at = 0;
+      ++counters.injected_faults;
+      return true;
+    }
+    return false;
+  }
+
+  std::uintptr_t take_range(std::size_t len) {
+    for (auto it = free_ranges.begin(); it != free_ranges.end(); ++it) {
+      if (it->second < len) continue;
+      const std::uintptr_t addr = it->first;
+      const std::size_t rest = it->second - len;
+      free_ranges.erase(it);
+      if (rest != 0) free_ranges.emplace(addr + len, rest);
+      return addr;
+    }
+    return 0;
+  }
+
+  void give_range(std::uintptr_t addr, std::size_t len) {
+    auto next = free_ranges.lower_bound(addr);
+    if (next != free_ranges.end() && addr + len == next->first) {
+      len += next->second;
+      next = free_ranges.erase(next);
+    }
+    if (next != free_ranges.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == addr) {
+        prev->second += len;
+        return;
+      }
+    }
+    free_ranges.emplace(addr, len);
+  }
+
+  sim_event* event_of(event_t e) {
+    auto* ev = static_cast<sim_event*>(e);
+    CACHALOT_EXPECTS(events.count(ev) != 0, backend_error, "simulated device: unknown event {}",
+                     fmt::ptr(e));
+    return ev;
+  }
+
+  bool complete(const sim_event* ev) {
+    if (!ev->recorded) return true;
+    return ev->seq <= streams[ev->stream].completed;
+  }
+};
+
+simulated_device::simulated_device(const sim_options& options) : impl_(std::make_unique<impl>()) {
+  impl& d = *impl_;
+  d.opts = options;
+  CACHALOT_EXPECTS(options.capacity != 0, invalid_argument, "simulated device: capacity is 0");
+  CACHALOT_EXPECTS(options.alignment != 0 && (options.alignment & (options.alignment - 1)) == 0,
+                   invalid_argument, "simulated device: alignment {} is not a power of two",
+                   options.alignment);
+  d.page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  d.place_align = options.host_backing ? std::max(options.alignment, d.page) : options.alignment;
+  // Twice the capacity, so that the address space never runs out before the capacity does.
+  const std::size_t cap = options.capacity;
+  d.mapping_size = cap > (SIZE_MAX >> 2) ? cap : 2 * cap + d.place_align;
+  void* m = mmap(nullptr, d.mapping_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (m == MAP_FAILED) {
+    CACHALOT_EXPECTS(!options.host_backing, backend_error,
+                     "simulated device: cannot reserve {} B of address space for host backing",
+                     d.mapping_size);
+    d.base = synthetic_base;  // addresses only, nothing behind them
+  } else {
+    d.mapping = m;
+    d.base = reinterpret_cast<std::uintptr_t>(m);
+  }
+  const std::uintptr_t aligned = (d.base + d.place_align - 1) / d.place_align * d.place_align;
+  d.free_ranges.emplace(aligned, d.mapping_size - (aligned - d.base));
+}
+
+simulated_device::~simulated_device() {
+  if (impl_->mapping != nullptr) munmap(impl_->mapping, impl_->mapping_size);
+  for (sim_event* e : impl_->events) delete e;
+}
+
+std::string simulated_device::name() const { return "simulated"; }
+int simulated_device::device() const { return impl_->opts.device; }
+std::size_t simulated_device::segment_alignment() const { return impl_->place_align; }
+const sim_options& simulated_device::options() const noexcept { return impl_->opts; }
+bool simulated_device::host_backed() const noexcept { return impl_->opts.host_backing; }
+
+void* simulated_device::allocate_segment(std::size_t bytes, stream_t) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  if (d.inject(sim_op::allocate_segment) || bytes == 0 ||
+      d.charged(bytes) > d.opts.capacity - d.counters.used_bytes) {
+    ++d.counters.failed_segment_allocs;
+    return nullptr;
+  }
+  const std::uintptr_t addr = d.take_range(d.placed(bytes));
+  if (addr == 0) {
+    ++d.counters.failed_segment_allocs;
+    return nullptr;
+  }
+  if (d.opts.host_backing &&
+      mprotect(reinterpret_cast<void*>(addr), d.placed(bytes), PROT_READ | PROT_WRITE) != 0) {
+    d.give_range(addr, d.placed(bytes));
+    CACHALOT_FAIL(backend_error, "simulated device: mprotect failed for {} B", bytes);
+  }
+  d.live.emplace(addr, bytes);
+  d.counters.used_bytes += d.charged(bytes);
+  ++d.counters.segment_allocs;
+  ++d.counters.live_segments;
+  return reinterpret_cast<void*>(addr);
+}
+
+void simulated_device::free_segment(void* ptr, std::size_t bytes) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  auto it = d.live.find(addr);
+  CACHALOT_EXPECTS(it != d.live.end(), backend_error,
+                   "simulated device: free of {:#x}, which is not a live segment", addr);
+  CACHALOT_EXPECTS(it->second == bytes, backend_error,
+                   "simulated device: free of {:#x} with size {} but it has {}", addr, bytes,
+                   it->second);
+  if (d.inject(sim_op::free_segment)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of free_segment({:#x})",
+                  addr);
+  }
+  if (d.opts.host_backing) {
+    madvise(ptr, d.placed(bytes), MADV_DONTNEED);
+    mprotect(ptr, d.placed(bytes), PROT_NONE);
+  }
+  d.live.erase(it);
+  d.give_range(addr, d.placed(bytes));
+  d.counters.used_bytes -= d.charged(bytes);
+  ++d.counters.segment_frees;
+  --d.counters.live_segments;
+}
+
+event_t simulated_device::create_event() {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  if (d.inject(sim_op::create_event)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of create_event");
+  }
+  auto* e = new sim_event;
+  d.events.insert(e);
+  ++d.counters.event_creates;
+  ++d.counters.live_events;
+  return e;
+}
+
+void simulated_device::destroy_event(event_t event) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  sim_event* e = d.event_of(event);
+  d.events.erase(e);
+  delete e;
+  ++d.counters.event_destroys;
+  --d.counters.live_events;
+}
+
+void simulated_device::record_event(event_t event, stream_t stream) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  sim_event* e = d.event_of(event);
+  if (d.inject(sim_op::record_event)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of record_event");
+  }
+  sim_stream& s = d.streams[stream];
+  e->stream = stream;
+  e->seq = ++s.submitted;
+  e->recorded = true;
+  if (!s.held) s.completed = s.submitted;
+  ++d.counters.event_records;
+}
+
+bool simulated_device::query_event(event_t event) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  sim_event* e = d.event_of(event);
+  ++d.counters.event_queries;
+  if (d.inject(sim_op::query_event)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of query_event");
+  }
+  return d.complete(e);
+}
+
+void simulated_device::synchronize_event(event_t event) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  sim_event* e = d.event_of(event);
+  ++d.counters.event_syncs;
+  if (d.inject(sim_op::synchronize)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_event");
+  }
+  if (!d.complete(e)) {  // waiting for the held work means it finishes
+    sim_stream& s = d.streams[e->stream];
+    s.completed = s.submitted;
+    s.held = false;
+  }
+}
+
+void simulated_device::synchronize_device() {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  ++d.counters.device_syncs;
+  if (d.inject(sim_op::synchronize)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_device");
+  }
+  for (auto& [stream, s] : d.streams) {
+    s.completed = s.submitted;
+    s.held = false;
+  }
+}
+
+device_memory_info simulated_device::memory_info() {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  ++d.counters.memory_info_calls;
+  return device_memory_info{d.opts.capacity, d.opts.capacity - d.counters.used_bytes};
+}
+
+void simulated_device::hold_stream(stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->streams[stream].held = true;
+}
+
+void simulated_device::release_stream(stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  sim_stream& s = impl_->streams[stream];
+  s.completed = s.submitted;
+  s.held = false;
+}
+
+bool simulated_device::is_held(stream_t stream) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->streams.find(stream);
+  return it != impl_->streams.end() && it->second.held;
+}
+
+void simulated_device::fail_nth(sim_op op, std::uint64_t n) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  fault_plan& f = impl_->faults[static_cast<std::size_t>(op)];
+  f.fail_at = n == 0 ? 0 : f.calls + n;
+}
+
+void simulated_device::fail_always(sim_op op, bool on) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->faults[static_cast<std::size_t>(op)].always = on;
+}
+
+std::uint64_t simulated_device::calls(sim_op op) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->faults[static_cast<std::size_t>(op)].calls;
+}
+
+sim_counters simulated_device::counters() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->counters;
+}
+
+bool simulated_device::is_live(const void* ptr, std::size_t bytes) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  auto it = impl_->live.upper_bound(addr);
+  if (it == impl_->live.begin()) return false;
+  --it;
+  return addr >= it->first && addr + bytes <= it->first + it->second;
+}
+
+}  // namespace cachalot
