@@ -11,8 +11,12 @@
 namespace cachalot {
 
 #ifndef CACHALOT_WITH_CUDA
-bool cuda_backend_built() noexcept { return false; }
-int cuda_device_count() noexcept { return 0; }
+bool cuda_backend_built() noexcept {
+  return false;
+}
+int cuda_device_count() noexcept {
+  return 0;
+}
 #endif
 
 namespace {
@@ -28,7 +32,8 @@ std::shared_ptr<device_backend> make_cuda(const config& cfg) {
 #ifdef CACHALOT_WITH_CUDA
   return detail::make_cuda_backend(cfg.device);
 #else
-  CACHALOT_FAIL(not_supported, "backend 'cuda': this build of cachalot has no CUDA support (device {})",
+  CACHALOT_FAIL(not_supported,
+                "backend 'cuda': this build of cachalot has no CUDA support (device {})",
                 cfg.device);
 #endif
 }

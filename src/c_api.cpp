@@ -113,7 +113,9 @@ void fill(const memory_stats& s, cachalot_stats* out) {
 
 }  // namespace
 
-void set_last_error(const std::string& message) { t_last_error = message; }
+void set_last_error(const std::string& message) {
+  t_last_error = message;
+}
 
 cachalot_status copy_text(const std::string& text, char* buf, std::size_t capacity,
                           std::size_t* needed) {
@@ -199,9 +201,8 @@ cachalot_status cachalot_reset_peak_stats(cachalot_allocator* a) {
 
 cachalot_status cachalot_memory_summary(cachalot_allocator* a, char* buf, size_t capacity,
                                         size_t* needed) {
-  return with(a, "cachalot_memory_summary", [&](allocator& x) {
-    detail::copy_text(x.memory_summary(), buf, capacity, needed);
-  });
+  return with(a, "cachalot_memory_summary",
+              [&](allocator& x) { detail::copy_text(x.memory_summary(), buf, capacity, needed); });
 }
 
 const char* cachalot_status_string(cachalot_status s) {
@@ -222,6 +223,8 @@ const char* cachalot_status_string(cachalot_status s) {
   return "CACHALOT_UNKNOWN_STATUS";
 }
 
-const char* cachalot_last_error(void) { return detail::t_last_error.c_str(); }
+const char* cachalot_last_error(void) {
+  return detail::t_last_error.c_str();
+}
 
 }  // extern "C"

@@ -34,8 +34,8 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 std::uint64_t parse_uint(std::string_view digits, std::string_view key, std::string_view whole) {
-  CACHALOT_EXPECTS(!digits.empty(), invalid_argument, "config key '{}': '{}' is not a number",
-                   key, whole);
+  CACHALOT_EXPECTS(!digits.empty(), invalid_argument, "config key '{}': '{}' is not a number", key,
+                   whole);
   std::uint64_t v = 0;
   for (char c : digits) {
     CACHALOT_EXPECTS(c >= '0' && c <= '9', invalid_argument,
@@ -159,11 +159,15 @@ void apply(config& c, std::string_view key, std::string_view v) {
   }
 }
 
-bool is_pow2(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_pow2(std::size_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
-std::size_t parse_size(std::string_view text) { return size_of(text, "size"); }
+std::size_t parse_size(std::string_view text) {
+  return size_of(text, "size");
+}
 
 std::string format_bytes(std::size_t bytes) {
   if (bytes < KiB) return fmt::format("{} B", bytes);
@@ -217,14 +221,13 @@ void config::validate() const {
                    granularity);
   auto multiple = [&](std::size_t v, const char* key) {
     CACHALOT_EXPECTS(v != 0 && v % granularity == 0, invalid_argument,
-                     "config key '{}': {} must be a non-zero multiple of the granularity ({})",
-                     key, v, granularity);
+                     "config key '{}': {} must be a non-zero multiple of the granularity ({})", key,
+                     v, granularity);
   };
   multiple(small_size, "small_size");
   multiple(small_segment_size, "small_segment");
   multiple(large_segment_size, "large_segment");
   multiple(segment_rounding, "segment_rounding");
-  multiple(small_split_remainder, "small_split_min");
   CACHALOT_EXPECTS(small_size <= small_segment_size, invalid_argument,
                    "config key 'small_size': {} exceeds small_segment ({})", small_size,
                    small_segment_size);

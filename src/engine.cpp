@@ -39,6 +39,10 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   const std::size_t slack = std::max(cfg_.segment_rounding, cfg_.large_segment_size);
   max_request_ = std::numeric_limits<std::size_t>::max() - 2 * slack;
   if (!cfg_.trace_file.empty()) tracer_ = std::make_unique<trace_writer>(cfg_.trace_file);
+  debug_ = cfg_.debug;
+  poison_ = debug_ && caching_ && backend_->host_accessible();
+  slow_free_ = !caching_ || debug_;
+  alloc_hooks_ = tracer_ != nullptr || poison_;
 }
 
 engine::~engine() {
@@ -178,15 +182,15 @@ std::string engine::describe(std::uintptr_t addr) const {
       if (addr < seg->base || addr >= seg->base + seg->size) continue;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         if (addr < b->addr || addr >= b->addr + b->size) continue;
-        const char* state = b->state == block_state::free        ? "free (already freed?)"
+        const char* state = b->state == block_state::free      ? "free (already freed?)"
                             : b->state == block_state::pending ? "pending (already freed)"
-                                                                 : "allocated";
+                                                               : "allocated";
         if (addr == b->addr) {
           return fmt::format("{:#x} is not a live allocation: its block of {} B on stream {} is {}",
                              addr, b->size, fmt::ptr(ss->stream), state);
         }
         return fmt::format(
-            "{:#x} is an interior pointer, {} B into a {} block at {:#x} of {} B on stream {}",
+            "{:#x} is an interior pointer, {} B into the {} block at {:#x} of {} B on stream {}",
             addr, addr - b->addr, state, b->addr, b->size, fmt::ptr(ss->stream));
       }
     }

@@ -35,6 +35,7 @@ void* engine::grow(std::size_t bytes, stream_t stream) {
 
 block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::size_t size,
                            std::size_t rounded, std::size_t requested) {
+  if (poison_) poison(reinterpret_cast<std::uintptr_t>(base), size);
   auto seg = std::make_unique<segment>();
   seg->base = reinterpret_cast<std::uintptr_t>(base);
   seg->size = size;
@@ -275,6 +276,7 @@ void engine::finish_pending(block* b) {
     release_or_keep(ss, seg);
     return;
   }
+  if (poison_) poison(b->addr, b->size);  // free from now on; nobody else reaches it yet
   std::lock_guard<spinlock> lock(ss.lock);
   const std::size_t size = b->size;
   const pool_kind pool = b->seg->pool;
@@ -392,8 +394,7 @@ void engine::deallocate_passthrough(void* ptr, stream_t stream, bool on_stream) 
 }
 
 void engine::fail_invalid_free(void* ptr) const {
-  CACHALOT_FAIL(invalid_pointer, "deallocate: {}",
-                describe(reinterpret_cast<std::uintptr_t>(ptr)));
+  CACHALOT_FAIL(invalid_pointer, "deallocate: {}", describe(reinterpret_cast<std::uintptr_t>(ptr)));
 }
 
 }  // namespace cachalot::detail

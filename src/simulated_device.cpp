@@ -128,8 +128,8 @@ simulated_device::simulated_device(const sim_options& options) : impl_(std::make
   // Twice the capacity, so that the address space never runs out before the capacity does.
   const std::size_t cap = options.capacity;
   d.mapping_size = cap > (SIZE_MAX >> 2) ? cap : 2 * cap + d.place_align;
-  void* m = mmap(nullptr, d.mapping_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* m =
+      mmap(nullptr, d.mapping_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
     CACHALOT_EXPECTS(!options.host_backing, backend_error,
                      "simulated device: cannot reserve {} B of address space for host backing",
@@ -148,11 +148,24 @@ simulated_device::~simulated_device() {
   for (sim_event* e : impl_->events) delete e;
 }
 
-std::string simulated_device::name() const { return "simulated"; }
-int simulated_device::device() const { return impl_->opts.device; }
-std::size_t simulated_device::segment_alignment() const { return impl_->place_align; }
-const sim_options& simulated_device::options() const noexcept { return impl_->opts; }
-bool simulated_device::host_backed() const noexcept { return impl_->opts.host_backing; }
+std::string simulated_device::name() const {
+  return "simulated";
+}
+int simulated_device::device() const {
+  return impl_->opts.device;
+}
+std::size_t simulated_device::segment_alignment() const {
+  return impl_->place_align;
+}
+const sim_options& simulated_device::options() const noexcept {
+  return impl_->opts;
+}
+bool simulated_device::host_backed() const noexcept {
+  return impl_->opts.host_backing;
+}
+bool simulated_device::host_accessible() const {
+  return impl_->opts.host_backing;
+}
 
 void* simulated_device::allocate_segment(std::size_t bytes, stream_t) {
   impl& d = *impl_;
@@ -190,8 +203,7 @@ void simulated_device::free_segment(void* ptr, std::size_t bytes) {
                    "simulated device: free of {:#x} with size {} but it has {}", addr, bytes,
                    it->second);
   if (d.inject(sim_op::free_segment)) {
-    CACHALOT_FAIL(backend_error, "simulated device: injected failure of free_segment({:#x})",
-                  addr);
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of free_segment({:#x})", addr);
   }
   if (d.opts.host_backing) {
     madvise(ptr, d.placed(bytes), MADV_DONTNEED);

@@ -43,8 +43,7 @@ std::string engine::memory_summary() const {
                         backend_->name()));
   rule(out, '-');
   line(out, fmt::format("OOMs: {:<8} alloc retries: {:<8} cache flushes: {:<8} syncs: {}",
-                        s.num_ooms, s.num_alloc_retries, s.num_cache_flushes,
-                        s.num_device_syncs));
+                        s.num_ooms, s.num_alloc_retries, s.num_cache_flushes, s.num_device_syncs));
   rule(out, '=');
   out += fmt::format("| {:<32}| {:>12} | {:>12} | {:>12} | {:>12} |\n", "Metric", "Cur Usage",
                      "Peak Usage", "Tot Alloc", "Tot Freed");
@@ -62,12 +61,17 @@ std::string engine::memory_summary() const {
                         s.num_oversize_allocs, s.num_deferred_frees, s.num_pending_blocks));
   line(out, fmt::format("Free blocks cached: {}, largest free block: {}", s.num_free_blocks,
                         format_bytes(s.largest_free_block)));
+  if (cfg_.debug) {
+    line(out, fmt::format("Checked mode: on; use-after-free writes detected: {}",
+                          s.num_use_after_free_writes));
+  }
   const std::uint64_t reserved = s.reserved_bytes.all.current;
   const std::uint64_t allocated = s.allocated_bytes.all.current;
   line(out, fmt::format("Reserved but unallocated: {} ({:.1f}% of reserved), streams: {}",
                         format_bytes(reserved - allocated),
-                        reserved == 0 ? 0.0 : 100.0 * static_cast<double>(reserved - allocated) /
-                                                  static_cast<double>(reserved),
+                        reserved == 0 ? 0.0
+                                      : 100.0 * static_cast<double>(reserved - allocated) /
+                                            static_cast<double>(reserved),
                         s.num_streams));
   rule(out, '=');
   return out;

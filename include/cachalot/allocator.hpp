@@ -46,6 +46,11 @@ class allocator {
   /// reused only after the work queued on `stream` so far has completed.
   /// @throws invalid_pointer as deallocate(void*)
   void deallocate(void* ptr, stream_t stream);
+  /// Sized free (PyTorch's and CCCL's frees pass the size): as deallocate(ptr, stream). In
+  /// checked mode (config `debug:1`) a `size` other than the one allocate() was given is an
+  /// invalid_pointer error that frees nothing; outside checked mode `size` is not checked.
+  /// @throws invalid_pointer as deallocate(void*), or for a wrong size in checked mode
+  void deallocate(void* ptr, std::size_t size, stream_t stream);
   /// Marks a live block as used by work on `stream` (see the file comment).
   /// @throws invalid_pointer for a pointer that is not a live allocation
   void record_stream(void* ptr, stream_t stream);

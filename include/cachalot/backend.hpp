@@ -66,6 +66,10 @@ class device_backend {
   /// Alignment every segment base is guaranteed to have.
   virtual std::size_t segment_alignment() const { return 256; }
 
+  /// True if the host may read and write segment memory directly (the simulated device with
+  /// host backing). Checked mode then poisons free blocks to catch writes after free.
+  virtual bool host_accessible() const { return false; }
+
   // --- Room for the virtual memory API (expandable segments). Optional. ---------------------
 
   /// True if the backend can reserve address ranges and map physical chunks into them.

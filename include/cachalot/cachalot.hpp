@@ -6,6 +6,7 @@
 #include "cachalot/buffer.hpp"       // IWYU pragma: export
 #include "cachalot/config.hpp"       // IWYU pragma: export
 #include "cachalot/errors.hpp"       // IWYU pragma: export
+#include "cachalot/fault_injection.hpp"  // IWYU pragma: export
 #include "cachalot/simulated_device.hpp"  // IWYU pragma: export
 #include "cachalot/stats.hpp"        // IWYU pragma: export
 #include "cachalot/types.hpp"        // IWYU pragma: export

@@ -33,16 +33,16 @@ struct config {
   bool host_backing = false;        ///< key `host_backing`: back simulated memory with host pages
 
   // Size classes.
-  std::size_t granularity = 512;               ///< key `granularity`: rounding of every request
-  std::size_t small_size = 1 * MiB;            ///< key `small_size`: largest small-pool request
-  std::size_t small_segment_size = 2 * MiB;    ///< key `small_segment`: small-pool segment size
-  std::size_t large_segment_size = 20 * MiB;   ///< key `large_segment`: segment for mid requests
-  std::size_t mid_size_limit = 10 * MiB;       ///< key `mid_size`: requests below get a
-                                               ///< `large_segment_size` segment
-  std::size_t segment_rounding = 2 * MiB;      ///< key `segment_rounding`: rounding of big segments
-  std::size_t small_split_remainder = 512;     ///< key `small_split_min`: smallest small remainder
-  std::size_t large_split_remainder = 1 * MiB; ///< key `large_split_min`: a large block is split
-                                               ///< only when more than this remains
+  std::size_t granularity = 512;              ///< key `granularity`: rounding of every request
+  std::size_t small_size = 1 * MiB;           ///< key `small_size`: largest small-pool request
+  std::size_t small_segment_size = 2 * MiB;   ///< key `small_segment`: small-pool segment size
+  std::size_t large_segment_size = 20 * MiB;  ///< key `large_segment`: segment for mid requests
+  std::size_t mid_size_limit = 10 * MiB;      ///< key `mid_size`: requests below get a
+                                              ///< `large_segment_size` segment
+  std::size_t segment_rounding = 2 * MiB;     ///< key `segment_rounding`: rounding of big segments
+  std::size_t small_split_remainder = 512;    ///< key `small_split_min`: smallest small remainder
+  std::size_t large_split_remainder = 1 * MiB;  ///< key `large_split_min`: a large block is split
+                                                ///< only when more than this remains
 
   /// key `max_split_size`: blocks at least this big are never split, and requests below it never
   /// take them. SIZE_MAX (the default, "none" in strings) means every block may be split. Must be

@@ -61,8 +61,7 @@ struct oom_info {
 class out_of_memory : public error {
  public:
   /// @param info  the numbers at the time of failure
-  out_of_memory(const oom_info& info, const std::string& what, const char* file = "",
-                int line = 0)
+  out_of_memory(const oom_info& info, const std::string& what, const char* file = "", int line = 0)
       : error(status::out_of_memory, what, file, line), info_(info) {}
   /// The numbers at the time of failure.
   const oom_info& info() const noexcept { return info_; }

@@ -76,6 +76,7 @@ class simulated_device final : public device_backend {
   void synchronize_device() override;
   device_memory_info memory_info() override;
   std::size_t segment_alignment() const override;
+  bool host_accessible() const override;
 
   /// Marks `stream` busy: events recorded on it from now on stay incomplete until released.
   void hold_stream(stream_t stream);

@@ -38,20 +38,23 @@ struct memory_stats {
   pool_stats allocations;           ///< live allocation count (current/peak/allocated/freed)
   pool_stats segments;              ///< segment count
 
-  std::uint64_t num_allocs = 0;          ///< successful allocations
-  std::uint64_t num_frees = 0;           ///< successful frees
-  std::uint64_t num_segment_allocs = 0;  ///< device segment allocations
-  std::uint64_t num_segment_frees = 0;   ///< device segment frees
-  std::uint64_t num_ooms = 0;            ///< allocations that failed for lack of memory
-  std::uint64_t num_alloc_retries = 0;   ///< allocations retried after releasing the cache
-  std::uint64_t num_cache_flushes = 0;   ///< releases of cached segments (empty_cache, OOM, trim)
-  std::uint64_t num_device_syncs = 0;    ///< events or device synchronized by the allocator
-  std::uint64_t num_oversize_allocs = 0; ///< allocations of at least max_split_size
-  std::uint64_t num_deferred_frees = 0;  ///< frees that waited for events on other streams
-  std::uint64_t num_pending_blocks = 0;  ///< blocks awaiting events now
-  std::uint64_t num_streams = 0;         ///< streams the allocator has seen
-  std::uint64_t num_free_blocks = 0;     ///< cached free blocks now
-  std::uint64_t largest_free_block = 0;  ///< the largest cached free block, in bytes
+  std::uint64_t num_allocs = 0;           ///< successful allocations
+  std::uint64_t num_frees = 0;            ///< successful frees
+  std::uint64_t num_segment_allocs = 0;   ///< device segment allocations
+  std::uint64_t num_segment_frees = 0;    ///< device segment frees
+  std::uint64_t num_ooms = 0;             ///< allocations that failed for lack of memory
+  std::uint64_t num_alloc_retries = 0;    ///< allocations retried after releasing the cache
+  std::uint64_t num_cache_flushes = 0;    ///< releases of cached segments (empty_cache, OOM, trim)
+  std::uint64_t num_device_syncs = 0;     ///< events or device synchronized by the allocator
+  std::uint64_t num_oversize_allocs = 0;  ///< allocations of at least max_split_size
+  std::uint64_t num_deferred_frees = 0;   ///< frees that waited for events on other streams
+  std::uint64_t num_pending_blocks = 0;   ///< blocks awaiting events now
+  std::uint64_t num_streams = 0;          ///< streams the allocator has seen
+  std::uint64_t num_free_blocks = 0;      ///< cached free blocks now
+  std::uint64_t largest_free_block = 0;   ///< the largest cached free block, in bytes
+  /// Checked mode on host-accessible memory: blocks found written to while free (their poison
+  /// pattern overwritten) when handed out again.
+  std::uint64_t num_use_after_free_writes = 0;
 };
 
 /// State of a block in a snapshot.
@@ -63,19 +66,19 @@ enum class block_state : std::uint8_t {
 
 /// One block of a snapshot.
 struct block_info {
-  std::uintptr_t address = 0;     ///< first byte
-  std::size_t size = 0;           ///< block size (rounded)
-  std::size_t requested = 0;      ///< size the caller asked for (0 for free blocks)
+  std::uintptr_t address = 0;             ///< first byte
+  std::size_t size = 0;                   ///< block size (rounded)
+  std::size_t requested = 0;              ///< size the caller asked for (0 for free blocks)
   block_state state = block_state::free;  ///< state
 };
 
 /// One segment of a snapshot, with its blocks in address order.
 struct segment_info {
-  std::uintptr_t address = 0;     ///< base address
-  std::size_t size = 0;           ///< segment size
-  stream_t stream = nullptr;      ///< stream the segment belongs to
+  std::uintptr_t address = 0;         ///< base address
+  std::size_t size = 0;               ///< segment size
+  stream_t stream = nullptr;          ///< stream the segment belongs to
   pool_kind pool = pool_kind::small;  ///< pool
-  std::vector<block_info> blocks; ///< blocks in address order, covering the segment
+  std::vector<block_info> blocks;     ///< blocks in address order, covering the segment
 };
 
 /// Every segment and block of an allocator at one instant.

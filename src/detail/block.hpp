@@ -20,18 +20,18 @@ struct segment;
 
 /// One block of a segment.
 struct block {
-  std::uintptr_t addr = 0;       ///< first byte
-  std::size_t size = 0;          ///< bytes (a multiple of the granularity)
-  std::size_t requested = 0;     ///< bytes the caller asked for (allocated or pending)
-  block* prev = nullptr;         ///< address-order neighbour in the segment
-  block* next = nullptr;         ///< address-order neighbour in the segment
-  block* free_prev = nullptr;    ///< free-index bucket list (also the node pool's free list)
-  block* free_next = nullptr;    ///< free-index bucket list
-  segment* seg = nullptr;        ///< segment the block tiles
-  stream_state* owner = nullptr; ///< stream state owning the node; never changes
+  std::uintptr_t addr = 0;        ///< first byte
+  std::size_t size = 0;           ///< bytes (a multiple of the granularity)
+  std::size_t requested = 0;      ///< bytes the caller asked for (allocated or pending)
+  block* prev = nullptr;          ///< address-order neighbour in the segment
+  block* next = nullptr;          ///< address-order neighbour in the segment
+  block* free_prev = nullptr;     ///< free-index bucket list (also the node pool's free list)
+  block* free_next = nullptr;     ///< free-index bucket list
+  segment* seg = nullptr;         ///< segment the block tiles
+  stream_state* owner = nullptr;  ///< stream state owning the node; never changes
   block_state state = block_state::free;  ///< free, allocated or pending
-  bool oversize = false;         ///< held in the oversize set rather than the free index
-  std::vector<stream_t> used_on; ///< other streams recorded through record_stream
+  bool oversize = false;                  ///< held in the oversize set rather than the free index
+  std::vector<stream_t> used_on;          ///< other streams recorded through record_stream
 
   /// True if this free block covers its whole segment.
   bool whole() const noexcept { return prev == nullptr && next == nullptr; }
@@ -39,13 +39,13 @@ struct block {
 
 /// One device allocation, owned by a stream state.
 struct segment {
-  std::uintptr_t base = 0;       ///< base address
-  std::size_t size = 0;          ///< bytes
+  std::uintptr_t base = 0;            ///< base address
+  std::size_t size = 0;               ///< bytes
   pool_kind pool = pool_kind::small;  ///< pool the segment serves
-  stream_state* owner = nullptr; ///< owning stream state
-  block* first = nullptr;        ///< lowest block
-  segment* prev = nullptr;       ///< owner's segment list
-  segment* next = nullptr;       ///< owner's segment list
+  stream_state* owner = nullptr;      ///< owning stream state
+  block* first = nullptr;             ///< lowest block
+  segment* prev = nullptr;            ///< owner's segment list
+  segment* next = nullptr;            ///< owner's segment list
 };
 
 /// Recycles block nodes of one stream state so that splitting never calls malloc on the hot
@@ -59,7 +59,8 @@ class block_pool {
 
   /// A fresh node owned by `owner`.
   block* acquire(stream_state* owner) {
-    if (head_ == nullptr) [[unlikely]] grow();
+    if (head_ == nullptr) [[unlikely]]
+      grow();
     block* b = head_;
     head_ = b->free_next;
     *b = block{};

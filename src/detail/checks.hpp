@@ -26,9 +26,9 @@ template <class E>
   ::cachalot::detail::throw_error<exc>(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))
 
 /// Checks `cond`; throws as CACHALOT_FAIL when it does not hold.
-#define CACHALOT_EXPECTS(cond, exc, ...)   \
-  do {                                     \
-    if (!(cond)) [[unlikely]] {            \
-      CACHALOT_FAIL(exc, __VA_ARGS__);     \
-    }                                      \
+#define CACHALOT_EXPECTS(cond, exc, ...) \
+  do {                                   \
+    if (!(cond)) [[unlikely]] {          \
+      CACHALOT_FAIL(exc, __VA_ARGS__);   \
+    }                                    \
   } while (0)

@@ -9,6 +9,11 @@
 // stream lock, coalescing, a stats update. Neither calls the backend.
 // Cold paths (engine_slow.cpp): growth, pending events, out-of-memory release-and-retry, cache
 // release, error formatting, snapshots.
+// Checked mode (config debug:1, checked.cpp): every free is validated before anything changes
+// (double, foreign, interior, sized frees with a wrong size) and, on host-accessible memory,
+// free bytes are poisoned and checked when handed out again. Pass-through mode (caching:0) and
+// checked mode share one out-of-line free path, so the default hot path pays one branch each
+// way, as tracing does.
 //
 // Locks: a stream's spinlock guards its state; the stats lock and the map's shard locks are
 // leaves taken inside it. pending_mutex_ and events_mutex_ are never held with a stream lock.
@@ -61,7 +66,8 @@ class engine {
   /// See allocator::allocate.
   void* allocate(std::size_t bytes, stream_t stream) {
     if (bytes == 0) return nullptr;
-    if (bytes > max_request_) [[unlikely]] fail_impossible(bytes, stream);
+    if (bytes > max_request_) [[unlikely]]
+      fail_impossible(bytes, stream);
     const std::size_t rounded = round_up(bytes);
     const pool_kind pool = rounded <= small_size_ ? pool_kind::small : pool_kind::large;
     stream_state& ss = state_for(stream);
@@ -70,36 +76,29 @@ class engine {
       std::lock_guard<spinlock> lock(ss.lock);
       b = take_cached(ss, pool, rounded, bytes);
     }
-    if (b == nullptr) [[unlikely]] b = allocate_slow(ss, pool, rounded, bytes);
+    if (b == nullptr) [[unlikely]]
+      b = allocate_slow(ss, pool, rounded, bytes);
     map_.insert(b->addr, b);
     void* ptr = reinterpret_cast<void*>(b->addr);
-    if (tracer_) [[unlikely]] tracer_->on_allocate(ptr, bytes, stream);
+    if (alloc_hooks_) [[unlikely]]
+      after_allocate(b, bytes, stream);
     return ptr;
   }
 
   /// See allocator::deallocate. `on_stream`: `stream` names where the block was last used.
   void deallocate(void* ptr, stream_t stream, bool on_stream) {
     if (ptr == nullptr) return;
-    if (!caching_) [[unlikely]] return deallocate_passthrough(ptr, stream, on_stream);
-    block* b = map_.erase(reinterpret_cast<std::uintptr_t>(ptr));
-    if (b == nullptr) [[unlikely]] fail_invalid_free(ptr);
-    stream_state& ss = *b->owner;
-    const std::size_t requested = b->requested;
-    bool deferred = false;
-    {
-      std::lock_guard<spinlock> lock(ss.lock);
-      deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
-      if (!deferred) [[likely]] {
-        const std::size_t size = b->size;
-        const pool_kind pool = b->seg->pool;
-        const std::size_t whole = release_block(ss, b);
-        stats_.on_free(pool, size, requested, false, whole);
-      }
-    }
-    if (deferred) [[unlikely]] {
-      free_deferred(b, on_stream ? stream : ss.stream);
-    }
-    if (tracer_) [[unlikely]] tracer_->on_free(ptr, requested, ss.stream);
+    if (slow_free_) [[unlikely]]
+      return deallocate_slow(ptr, stream, on_stream, nullptr);
+    free_cached(ptr, stream, on_stream);
+  }
+
+  /// See allocator::deallocate(ptr, size, stream): `size` is checked in checked mode only.
+  void deallocate_sized(void* ptr, std::size_t size, stream_t stream) {
+    if (ptr == nullptr) return;
+    if (slow_free_) [[unlikely]]
+      return deallocate_slow(ptr, stream, true, &size);
+    free_cached(ptr, stream, true);
   }
 
   void record_stream(void* ptr, stream_t stream);
@@ -125,6 +124,32 @@ class engine {
     std::vector<event_t> events;
   };
 
+  /// The caching free: the block goes back to its stream's free index at once, or, if it was
+  /// used on other streams, after events recorded there complete.
+  void free_cached(void* ptr, stream_t stream, bool on_stream) {
+    block* b = map_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+    if (b == nullptr) [[unlikely]]
+      fail_invalid_free(ptr);
+    stream_state& ss = *b->owner;
+    const std::size_t requested = b->requested;
+    bool deferred = false;
+    {
+      std::lock_guard<spinlock> lock(ss.lock);
+      deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
+      if (!deferred) [[likely]] {
+        const std::size_t size = b->size;
+        const pool_kind pool = b->seg->pool;
+        const std::size_t whole = release_block(ss, b);
+        stats_.on_free(pool, size, requested, false, whole);
+      }
+    }
+    if (deferred) [[unlikely]] {
+      free_deferred(b, on_stream ? stream : ss.stream);
+    }
+    if (tracer_) [[unlikely]]
+      tracer_->on_free(ptr, requested, ss.stream);
+  }
+
   std::size_t round_up(std::size_t bytes) const noexcept {
     return (bytes + granularity_ - 1) & ~(granularity_ - 1);
   }
@@ -132,15 +157,16 @@ class engine {
   stream_state& state_for(stream_t stream) {
     stream_cache& c = t_stream_cache;
     for (const auto& e : c.entries) {
-      if (e.engine_id == id_ && e.stream == stream) [[likely]] return *e.state;
+      if (e.engine_id == id_ && e.stream == stream) [[likely]]
+        return *e.state;
     }
     return state_for_slow(stream);
   }
 
   /// Under ss.lock: takes a cached block of `rounded` bytes, or nullptr.
-  block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded,
-                     std::size_t requested) {
-    if (!caching_) [[unlikely]] return nullptr;
+  block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested) {
+    if (!caching_) [[unlikely]]
+      return nullptr;
     block* b;
     if (rounded < max_split_size_) [[likely]] {
       free_index& index = ss.index[static_cast<std::size_t>(pool)];
@@ -233,8 +259,16 @@ class engine {
   [[gnu::noinline]] void remove_oversize(stream_state& ss, block* b);
   [[gnu::noinline]] void free_deferred(block* b, stream_t stream);
   [[gnu::noinline]] void deallocate_passthrough(void* ptr, stream_t stream, bool on_stream);
-  [[noreturn, gnu::noinline, gnu::cold]] void fail_impossible(std::size_t bytes,
-                                                               stream_t stream);
+  // Checked mode and pass-through frees (checked.cpp): validation, poisoning, dispatch.
+  [[gnu::noinline]] void deallocate_slow(void* ptr, stream_t stream, bool on_stream,
+                                         const std::size_t* size);
+  [[gnu::noinline]] void after_allocate(block* b, std::size_t bytes, stream_t stream);
+  /// Validates a free (throws invalid_pointer, changing nothing); returns the block's size if
+  /// it becomes free at once, 0 if it will wait for events.
+  std::size_t check_free(void* ptr, stream_t stream, bool on_stream, const std::size_t* size);
+  void poison(std::uintptr_t addr, std::size_t size) const noexcept;
+  void check_poison(const block* b, stream_t stream);
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_impossible(std::size_t bytes, stream_t stream);
   [[noreturn, gnu::noinline, gnu::cold]] void fail_invalid_free(void* ptr) const;
   [[noreturn, gnu::noinline, gnu::cold]] void fail_oom(std::size_t bytes, stream_t stream,
                                                        const char* why);
@@ -266,6 +300,12 @@ class engine {
   std::size_t memory_limit_;
   std::size_t device_total_;
   bool caching_;
+  // Checked mode (config.debug) and its use-after-free detection (poison_: checked mode on
+  // host-accessible memory). Each hot path pays one branch on one of the two flags below.
+  bool debug_;
+  bool poison_;
+  bool slow_free_;    ///< !caching_ || debug_: frees go through deallocate_slow
+  bool alloc_hooks_;  ///< tracer_ || poison_: allocations go through after_allocate
 
   pointer_map map_;
   stats_tracker stats_;

@@ -58,7 +58,8 @@ class free_index {
     std::uint32_t sl_map = sl + 1 < sl_count ? sl_bitmap_[fl] & (~std::uint32_t{0} << (sl + 1)) : 0;
     unsigned f = fl;
     if (sl_map == 0) {
-      const std::uint64_t fl_map = fl + 1 < fl_count ? fl_bitmap_ & (~std::uint64_t{0} << (fl + 1)) : 0;
+      const std::uint64_t fl_map =
+          fl + 1 < fl_count ? fl_bitmap_ & (~std::uint64_t{0} << (fl + 1)) : 0;
       if (fl_map == 0) return nullptr;
       f = static_cast<unsigned>(std::countr_zero(fl_map));
       sl_map = sl_bitmap_[f];

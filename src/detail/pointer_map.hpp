@@ -27,7 +27,8 @@ class pointer_map {
     const std::uint64_t h = hash(addr);
     shard& s = shards_[h >> (64 - shard_bits)];
     std::lock_guard<spinlock> lock(s.lock);
-    if ((s.count + 1) * 2 > s.slots.size()) [[unlikely]] grow(s);
+    if ((s.count + 1) * 2 > s.slots.size()) [[unlikely]]
+      grow(s);
     place(s, addr, b, h);
     ++s.count;
   }

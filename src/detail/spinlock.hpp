@@ -13,7 +13,8 @@ class spinlock {
  public:
   /// Acquires the lock.
   void lock() noexcept {
-    if (!locked_.exchange(true, std::memory_order_acquire)) [[likely]] return;
+    if (!locked_.exchange(true, std::memory_order_acquire)) [[likely]]
+      return;
     lock_contended();
   }
   /// Tries once; true if acquired.

@@ -97,6 +97,7 @@ class stats_tracker {
   void count_retry() noexcept { bump(&memory_stats::num_alloc_retries); }
   void count_flush() noexcept { bump(&memory_stats::num_cache_flushes); }
   void count_sync() noexcept { bump(&memory_stats::num_device_syncs); }
+  void count_use_after_free() noexcept { bump(&memory_stats::num_use_after_free_writes); }
 
   /// A copy of the counters.
   memory_stats get() const noexcept {
@@ -111,9 +112,9 @@ class stats_tracker {
   /// Sets every peak to its current value.
   void reset_peaks() noexcept {
     std::lock_guard<spinlock> lock(lock_);
-    for (pool_stats* ps : {&s_.requested_bytes, &s_.allocated_bytes, &s_.reserved_bytes,
-                           &s_.active_bytes, &s_.inactive_split_bytes, &s_.allocations,
-                           &s_.segments}) {
+    for (pool_stats* ps :
+         {&s_.requested_bytes, &s_.allocated_bytes, &s_.reserved_bytes, &s_.active_bytes,
+          &s_.inactive_split_bytes, &s_.allocations, &s_.segments}) {
       for (stat* st : {&ps->all, &ps->small, &ps->large}) st->peak = st->current;
     }
   }
@@ -150,8 +151,8 @@ class stats_tracker {
   void refresh_inactive(pool_kind p) noexcept {
     const std::size_t i = index(p);
     stat& pool = of(s_.inactive_split_bytes, p);
-    const stat& other = of(s_.inactive_split_bytes, p == pool_kind::small ? pool_kind::large
-                                                                           : pool_kind::small);
+    const stat& other =
+        of(s_.inactive_split_bytes, p == pool_kind::small ? pool_kind::large : pool_kind::small);
     set(pool, of(s_.reserved_bytes, p).current - of(s_.active_bytes, p).current - whole_free_[i]);
     set(s_.inactive_split_bytes.all, pool.current + other.current);
   }

@@ -19,12 +19,12 @@ struct stream_state {
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
-  spinlock lock;                      ///< guards everything below
-  const stream_t stream;              ///< the stream
-  free_index index[pool_count];       ///< free blocks below max_split_size, per pool
+  spinlock lock;                                ///< guards everything below
+  const stream_t stream;                        ///< the stream
+  free_index index[pool_count];                 ///< free blocks below max_split_size, per pool
   std::multimap<std::size_t, block*> oversize;  ///< free blocks >= max_split_size, by size
-  segment* segments = nullptr;        ///< intrusive list of this stream's segments
-  block_pool nodes;                   ///< recycled block nodes
+  segment* segments = nullptr;                  ///< intrusive list of this stream's segments
+  block_pool nodes;                             ///< recycled block nodes
 
   /// Links a new segment into the list.
   void link(segment* s) noexcept {

@@ -1,0 +1,64 @@
+/* Allocator hooks for deep-learning frameworks (C99; needs no CUDA header). Every hook works
+ * on the process-wide default allocator of a device (cachalot/default.hpp): created on first
+ * use from the CACHALOT_CONF environment variable, never destroyed. A `void* stream` is a
+ * cudaStream_t (a pointer, so the ABI is identical); NULL is the legacy default stream.
+ *
+ * No C++ exception crosses these functions. A failing hook stores a message that
+ * cachalot_last_error() returns on the same thread; the malloc hooks then return NULL, which
+ * PyTorch and CuPy turn into their own out-of-memory errors.
+ *
+ * PyTorch (torch.cuda.memory.CUDAPluggableAllocator):
+ *   alloc = CUDAPluggableAllocator("libcachalot.so", "cachalot_torch_malloc",
+ *                                  "cachalot_torch_free")
+ *   torch.cuda.memory.change_current_allocator(alloc)   # before any CUDA allocation
+ * cachalot_torch_record_stream and cachalot_torch_empty_cache fit the optional record-stream
+ * and reset hooks.
+ *
+ * CuPy (cupy.cuda.memory.CFunctionAllocator): CuPy passes no stream, so the CuPy hooks
+ * allocate and free on the legacy default (NULL) stream. That is safe for work on the default
+ * stream and on blocking streams (which synchronize with it); with non-blocking streams, free
+ * memory only after that work completed, or use the PyTorch-style hooks with a stream. */
+#ifndef CACHALOT_HOOKS_H
+#define CACHALOT_HOOKS_H
+
+#include <stddef.h>
+
+#include "cachalot/cachalot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** PyTorch alloc hook: `size` bytes on `device` for work on `stream`; NULL on failure (out of
+ *  memory included) or for size 0. */
+CACHALOT_API void* cachalot_torch_malloc(size_t size, int device, void* stream);
+/** PyTorch free hook: frees `ptr` last used on `stream`. The pointer identifies the block;
+ *  `size` (the size PyTorch allocated; 0 if unknown) is checked only in checked mode
+ *  (`debug:1`). `device` selects the allocator, and if it does not own `ptr` every other
+ *  default allocator is tried. NULL is a no-op. */
+CACHALOT_API void cachalot_torch_free(void* ptr, size_t size, int device, void* stream);
+/** PyTorch record-stream hook: marks the live allocation `ptr` as used by work on `stream`. */
+CACHALOT_API void cachalot_torch_record_stream(void* ptr, void* stream);
+/** PyTorch reset hook (torch.cuda.empty_cache): returns the cached memory of every default
+ *  allocator to the device. */
+CACHALOT_API void cachalot_torch_empty_cache(void);
+
+/** CuPy malloc hook: `size` bytes on `device`, on the default stream (see the file comment).
+ *  `param` is unused. NULL on failure or for size 0. */
+CACHALOT_API void* cachalot_cupy_malloc(void* param, size_t size, int device);
+/** CuPy free hook: frees `ptr` on the default stream. `param` is unused; NULL is a no-op. */
+CACHALOT_API void cachalot_cupy_free(void* param, void* ptr, int device);
+
+/** Copies the counters of the default allocator of `device` (creating it if needed). */
+CACHALOT_API cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out);
+/** Writes the memory summary of the default allocator of `device`, with the semantics of
+ *  cachalot_memory_summary: NUL-terminated, truncated to `capacity` bytes; `*needed` (if not
+ *  NULL) receives the full length plus one. `buf` may be NULL when `capacity` is 0. */
+CACHALOT_API cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t capacity,
+                                                             size_t* needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CACHALOT_HOOKS_H */

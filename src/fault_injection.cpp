@@ -1,0 +1,175 @@
+// faulty_backend (see include/cachalot/fault_injection.hpp): a forwarding backend whose calls
+// pass through trip(), which counts them and decides, under the mutex, whether this one fails.
+// The wrapped backend is called outside the mutex, so a slow device call never blocks others.
+#include "cachalot/fault_injection.hpp"
+
+#include "cachalot/errors.hpp"
+#include "detail/checks.hpp"
+
+namespace cachalot {
+
+const char* fault_op_name(fault_op op) noexcept {
+  switch (op) {
+    case fault_op::allocate_segment:
+      return "allocate_segment";
+    case fault_op::free_segment:
+      return "free_segment";
+    case fault_op::create_event:
+      return "create_event";
+    case fault_op::record_event:
+      return "record_event";
+    case fault_op::query_event:
+      return "query_event";
+    case fault_op::synchronize:
+      return "synchronize";
+    case fault_op::memory_info:
+      return "memory_info";
+  }
+  return "unknown";
+}
+
+faulty_backend::faulty_backend(std::shared_ptr<device_backend> inner) : inner_(std::move(inner)) {
+  CACHALOT_EXPECTS(inner_ != nullptr, invalid_argument, "faulty_backend: wrapped backend is null");
+}
+
+void faulty_backend::fail_nth(fault_op op, std::uint64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  plan& p = plans_[static_cast<std::size_t>(op)];
+  p.fail_at = n == 0 ? 0 : p.calls + n;
+}
+
+void faulty_backend::fail_always(fault_op op, bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  plans_[static_cast<std::size_t>(op)].always = on;
+}
+
+void faulty_backend::set_allocate_mode(fault_mode mode) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocate_mode_ = mode;
+}
+
+void faulty_backend::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (plan& p : plans_) {
+    p.fail_at = 0;
+    p.always = false;
+  }
+}
+
+std::uint64_t faulty_backend::calls(fault_op op) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plans_[static_cast<std::size_t>(op)].calls;
+}
+
+std::uint64_t faulty_backend::injected() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return injected_;
+}
+
+bool faulty_backend::trip(fault_op op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  plan& p = plans_[static_cast<std::size_t>(op)];
+  ++p.calls;
+  const bool nth = p.fail_at != 0 && p.calls == p.fail_at;
+  if (nth) p.fail_at = 0;
+  if (!nth && !p.always) return false;
+  ++injected_;
+  return true;
+}
+
+void faulty_backend::trip_or_throw(fault_op op) {
+  if (trip(op)) {
+    CACHALOT_FAIL(backend_error, "fault injection: {} failed on purpose ({} backend)",
+                  fault_op_name(op), inner_->name());
+  }
+}
+
+std::string faulty_backend::name() const {
+  return inner_->name();
+}
+int faulty_backend::device() const {
+  return inner_->device();
+}
+
+void* faulty_backend::allocate_segment(std::size_t bytes, stream_t stream) {
+  if (trip(fault_op::allocate_segment)) {
+    fault_mode mode;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      mode = allocate_mode_;
+    }
+    if (mode == fault_mode::out_of_memory) return nullptr;
+    CACHALOT_FAIL(backend_error, "fault injection: allocate_segment({} B) failed on purpose",
+                  bytes);
+  }
+  return inner_->allocate_segment(bytes, stream);
+}
+
+void faulty_backend::free_segment(void* ptr, std::size_t bytes) {
+  trip_or_throw(fault_op::free_segment);
+  inner_->free_segment(ptr, bytes);
+}
+
+event_t faulty_backend::create_event() {
+  trip_or_throw(fault_op::create_event);
+  return inner_->create_event();
+}
+
+void faulty_backend::destroy_event(event_t event) {
+  inner_->destroy_event(event);
+}
+
+void faulty_backend::record_event(event_t event, stream_t stream) {
+  trip_or_throw(fault_op::record_event);
+  inner_->record_event(event, stream);
+}
+
+bool faulty_backend::query_event(event_t event) {
+  trip_or_throw(fault_op::query_event);
+  return inner_->query_event(event);
+}
+
+void faulty_backend::synchronize_event(event_t event) {
+  trip_or_throw(fault_op::synchronize);
+  inner_->synchronize_event(event);
+}
+
+void faulty_backend::synchronize_device() {
+  trip_or_throw(fault_op::synchronize);
+  inner_->synchronize_device();
+}
+
+device_memory_info faulty_backend::memory_info() {
+  trip_or_throw(fault_op::memory_info);
+  return inner_->memory_info();
+}
+
+bool faulty_backend::is_capturing(stream_t stream) {
+  return inner_->is_capturing(stream);
+}
+std::size_t faulty_backend::segment_alignment() const {
+  return inner_->segment_alignment();
+}
+bool faulty_backend::host_accessible() const {
+  return inner_->host_accessible();
+}
+bool faulty_backend::supports_virtual_memory() const {
+  return inner_->supports_virtual_memory();
+}
+std::size_t faulty_backend::vm_granularity() const {
+  return inner_->vm_granularity();
+}
+void* faulty_backend::reserve_address_range(std::size_t bytes) {
+  return inner_->reserve_address_range(bytes);
+}
+void faulty_backend::release_address_range(void* base, std::size_t bytes) {
+  inner_->release_address_range(base, bytes);
+}
+bool faulty_backend::map_chunk(void* addr, std::size_t bytes) {
+  return inner_->map_chunk(addr, bytes);
+}
+void faulty_backend::unmap_chunk(void* addr, std::size_t bytes) {
+  inner_->unmap_chunk(addr, bytes);
+}
+
+}  // namespace cachalot

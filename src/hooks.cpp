@@ -1,0 +1,196 @@
+// Framework hooks (cachalot/hooks.h): thin C wrappers over the default allocators. Invariant:
+// no exception leaves a hook; every failure stores the thread's last error, and the malloc
+// hooks return NULL so that the framework raises its own out-of-memory error.
+#include "cachalot/hooks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cachalot/default.hpp"
+#include "cachalot/errors.hpp"
+#include "cachalot/stats.hpp"
+#include "detail/c_error.hpp"
+
+namespace {
+
+using cachalot::allocator;
+
+// Records the failure of `hook` as the thread's last error; returns its C status.
+cachalot_status record_failure(const char* hook) noexcept {
+  try {
+    throw;
+  } catch (const cachalot::error& e) {
+    try {
+      cachalot::detail::set_last_error(std::string(hook) + ": " + e.what());
+    } catch (...) {
+    }
+    return static_cast<cachalot_status>(e.code());
+  } catch (const std::bad_alloc&) {
+    try {
+      cachalot::detail::set_last_error(std::string(hook) + ": host out of memory");
+    } catch (...) {
+    }
+    return CACHALOT_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    try {
+      cachalot::detail::set_last_error(std::string(hook) + ": " + e.what());
+    } catch (...) {
+    }
+    return CACHALOT_ERROR_BACKEND;
+  } catch (...) {
+    try {
+      cachalot::detail::set_last_error(std::string(hook) + ": unknown exception");
+    } catch (...) {
+    }
+    return CACHALOT_ERROR_BACKEND;
+  }
+}
+
+// Frees `ptr` (of `size` bytes, 0: unknown) on `stream` with the allocator of `device` or, if
+// that one does not own it, with the default allocator that does. A known size is checked in
+// the allocator's checked mode. Throws invalid_pointer when none owns it.
+void free_on(void* ptr, std::size_t size, int device, void* stream) {
+  auto release = [&](allocator& a) {
+    if (size != 0) {
+      a.deallocate(ptr, size, stream);
+    } else {
+      a.deallocate(ptr, stream);
+    }
+  };
+  if (allocator* a = cachalot::default_allocator_if_created(device); a != nullptr) {
+    try {
+      release(*a);
+      return;
+    } catch (const cachalot::invalid_pointer&) {  // maybe another device's: look below
+    }
+  }
+  allocator* owner = cachalot::default_allocator_owning(ptr);
+  if (owner == nullptr) {
+    throw cachalot::invalid_pointer("pointer is not a live allocation of any default allocator",
+                                    __FILE__, __LINE__);
+  }
+  release(*owner);
+}
+
+cachalot_stats to_c_stats(const cachalot::memory_stats& s) noexcept {
+  cachalot_stats c{};
+  c.requested_bytes = s.requested_bytes.all.current;
+  c.requested_bytes_peak = s.requested_bytes.all.peak;
+  c.allocated_bytes = s.allocated_bytes.all.current;
+  c.allocated_bytes_peak = s.allocated_bytes.all.peak;
+  c.reserved_bytes = s.reserved_bytes.all.current;
+  c.reserved_bytes_peak = s.reserved_bytes.all.peak;
+  c.active_bytes = s.active_bytes.all.current;
+  c.active_bytes_peak = s.active_bytes.all.peak;
+  c.inactive_split_bytes = s.inactive_split_bytes.all.current;
+  c.num_allocs = s.num_allocs;
+  c.num_frees = s.num_frees;
+  c.num_segment_allocs = s.num_segment_allocs;
+  c.num_segment_frees = s.num_segment_frees;
+  c.num_ooms = s.num_ooms;
+  c.num_alloc_retries = s.num_alloc_retries;
+  c.num_cache_flushes = s.num_cache_flushes;
+  c.largest_free_block = s.largest_free_block;
+  c.num_live_allocations = s.allocations.all.current;
+  c.num_segments = s.segments.all.current;
+  return c;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* cachalot_torch_malloc(size_t size, int device, void* stream) {
+  try {
+    return cachalot::default_allocator(device).allocate(size, stream);
+  } catch (...) {
+    record_failure("cachalot_torch_malloc");
+    return nullptr;
+  }
+}
+
+void cachalot_torch_free(void* ptr, size_t size, int device, void* stream) {
+  if (ptr == nullptr) return;
+  try {
+    free_on(ptr, size, device, stream);
+  } catch (...) {
+    record_failure("cachalot_torch_free");
+  }
+}
+
+void cachalot_torch_record_stream(void* ptr, void* stream) {
+  try {
+    allocator* owner = cachalot::default_allocator_owning(ptr);
+    if (owner == nullptr) {
+      throw cachalot::invalid_pointer("pointer is not a live allocation of any default allocator",
+                                      __FILE__, __LINE__);
+    }
+    owner->record_stream(ptr, stream);
+  } catch (...) {
+    record_failure("cachalot_torch_record_stream");
+  }
+}
+
+void cachalot_torch_empty_cache(void) {
+  try {
+    cachalot::empty_default_caches();
+  } catch (...) {
+    record_failure("cachalot_torch_empty_cache");
+  }
+}
+
+void* cachalot_cupy_malloc(void* param, size_t size, int device) {
+  (void)param;
+  try {
+    return cachalot::default_allocator(device).allocate(size, nullptr);
+  } catch (...) {
+    record_failure("cachalot_cupy_malloc");
+    return nullptr;
+  }
+}
+
+void cachalot_cupy_free(void* param, void* ptr, int device) {
+  (void)param;
+  if (ptr == nullptr) return;
+  try {
+    free_on(ptr, 0, device, nullptr);
+  } catch (...) {
+    record_failure("cachalot_cupy_free");
+  }
+}
+
+cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out) {
+  try {
+    if (out == nullptr) {
+      throw cachalot::invalid_argument("out is NULL", __FILE__, __LINE__);
+    }
+    *out = to_c_stats(cachalot::default_allocator(device).stats());
+    return CACHALOT_SUCCESS;
+  } catch (...) {
+    return record_failure("cachalot_default_get_stats");
+  }
+}
+
+cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t capacity,
+                                                size_t* needed) {
+  try {
+    if (buf == nullptr && capacity != 0) {
+      throw cachalot::invalid_argument("buf is NULL but capacity is not 0", __FILE__, __LINE__);
+    }
+    const std::string text = cachalot::default_allocator(device).memory_summary();
+    if (needed != nullptr) *needed = text.size() + 1;
+    if (capacity != 0) {
+      const std::size_t n = std::min(text.size(), capacity - 1);
+      std::memcpy(buf, text.data(), n);
+      buf[n] = '\0';
+    }
+    return CACHALOT_SUCCESS;
+  } catch (...) {
+    return record_failure("cachalot_default_memory_summary");
+  }
+}
+
+}  // extern "C"

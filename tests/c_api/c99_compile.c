@@ -1,0 +1,21 @@
+/* Proves cachalot.h compiles as strict C99 and that the C shim links from C. */
+#include <stdio.h>
+
+#include "cachalot/cachalot.h"
+
+int main(void) {
+  cachalot_allocator* a = NULL;
+  void* p = NULL;
+  cachalot_stats s;
+  if (cachalot_create("backend:simulated,capacity:1GiB", &a) != CACHALOT_SUCCESS) {
+    fprintf(stderr, "create failed: %s\n", cachalot_last_error());
+    return 1;
+  }
+  if (cachalot_malloc(a, &p, 1000, NULL) != CACHALOT_SUCCESS || p == NULL) return 2;
+  if (cachalot_get_stats(a, &s) != CACHALOT_SUCCESS || s.allocated_bytes != 1024) return 3;
+  if (cachalot_free(a, p, NULL) != CACHALOT_SUCCESS) return 4;
+  if (cachalot_free(a, p, NULL) != CACHALOT_ERROR_INVALID_POINTER) return 5;
+  cachalot_destroy(a);
+  puts("c99 shim ok");
+  return 0;
+}

@@ -1,0 +1,193 @@
+// The whole C contract: creation from config strings, size 0, NULL frees, invalid pointers,
+// impossible sizes, bad configs, NULL and destroyed handles, stats, summary, status strings
+// and the per-thread last error.
+#include "cachalot/cachalot.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+class c_api : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cachalot_create("backend:simulated,capacity:1GiB", &a_), CACHALOT_SUCCESS)
+        << cachalot_last_error();
+  }
+  void TearDown() override { cachalot_destroy(a_); }
+  cachalot_stats stats() {
+    cachalot_stats s{};
+    EXPECT_EQ(cachalot_get_stats(a_, &s), CACHALOT_SUCCESS);
+    return s;
+  }
+  cachalot_allocator* a_ = nullptr;
+};
+
+TEST_F(c_api, MallocFreeAndStats) {
+  void* p = nullptr;
+  ASSERT_EQ(cachalot_malloc(a_, &p, 1000, nullptr), CACHALOT_SUCCESS);
+  ASSERT_NE(p, nullptr);
+  cachalot_stats s = stats();
+  EXPECT_EQ(s.requested_bytes, 1000u);
+  EXPECT_EQ(s.allocated_bytes, 1024u);
+  EXPECT_EQ(s.reserved_bytes, 2u << 20);
+  EXPECT_EQ(s.num_allocs, 1u);
+  EXPECT_EQ(s.num_segment_allocs, 1u);
+  EXPECT_EQ(s.num_live_allocations, 1u);
+  EXPECT_EQ(s.largest_free_block, (2u << 20) - 1024);
+  EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
+  s = stats();
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_EQ(s.allocated_bytes_peak, 1024u);
+  EXPECT_EQ(s.requested_bytes_peak, 1000u);
+  EXPECT_EQ(s.reserved_bytes_peak, 2u << 20);
+  EXPECT_EQ(s.num_frees, 1u);
+  EXPECT_EQ(cachalot_reset_peak_stats(a_), CACHALOT_SUCCESS);
+  EXPECT_EQ(stats().allocated_bytes_peak, 0u);
+  EXPECT_EQ(cachalot_empty_cache(a_), CACHALOT_SUCCESS);
+  s = stats();
+  EXPECT_EQ(s.reserved_bytes, 0u);
+  EXPECT_EQ(s.num_segment_frees, 1u);
+  EXPECT_EQ(s.num_cache_flushes, 1u);
+}
+
+TEST_F(c_api, SizeZeroAndNullFree) {
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(cachalot_malloc(a_, &p, 0, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(cachalot_free(a_, nullptr, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(stats().num_allocs, 0u);
+}
+
+TEST_F(c_api, InvalidPointersChangeNothing) {
+  void* p = nullptr;
+  ASSERT_EQ(cachalot_malloc(a_, &p, 4096, nullptr), CACHALOT_SUCCESS);
+  const cachalot_stats before = stats();
+  int local = 0;
+  EXPECT_EQ(cachalot_free(a_, &local, nullptr), CACHALOT_ERROR_INVALID_POINTER);
+  EXPECT_NE(std::string(cachalot_last_error()).find("not allocated by this allocator"),
+            std::string::npos)
+      << cachalot_last_error();
+  EXPECT_EQ(cachalot_free(a_, static_cast<char*>(p) + 1024, nullptr),
+            CACHALOT_ERROR_INVALID_POINTER);
+  EXPECT_NE(std::string(cachalot_last_error()).find("interior"), std::string::npos);
+  EXPECT_EQ(cachalot_record_stream(a_, &local, nullptr), CACHALOT_ERROR_INVALID_POINTER);
+  const cachalot_stats after = stats();
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.num_frees, before.num_frees);
+  EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_ERROR_INVALID_POINTER);  // double free
+  EXPECT_NE(std::string(cachalot_last_error()).find("already freed"), std::string::npos)
+      << cachalot_last_error();
+  EXPECT_EQ(stats().num_frees, 1u);
+}
+
+TEST_F(c_api, ImpossibleSizeIsOutOfMemoryAndKeepsWorking) {
+  void* keep = nullptr;
+  ASSERT_EQ(cachalot_malloc(a_, &keep, 100, nullptr), CACHALOT_SUCCESS);
+  const cachalot_stats before = stats();
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(cachalot_malloc(a_, &p, SIZE_MAX, nullptr), CACHALOT_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(cachalot_last_error()).find("out of memory"), std::string::npos);
+  EXPECT_EQ(cachalot_malloc(a_, &p, std::size_t{2} << 30, nullptr), CACHALOT_ERROR_OUT_OF_MEMORY);
+  const cachalot_stats after = stats();
+  EXPECT_EQ(after.requested_bytes, before.requested_bytes);
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  EXPECT_EQ(after.num_ooms, 2u);
+  EXPECT_EQ(cachalot_malloc(a_, &p, 100, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_free(a_, keep, nullptr), CACHALOT_SUCCESS);
+}
+
+TEST_F(c_api, RecordStreamAndFreeOnAnotherStream) {
+  void* p = nullptr;
+  void* s1 = reinterpret_cast<void*>(0x100);
+  void* s2 = reinterpret_cast<void*>(0x200);
+  ASSERT_EQ(cachalot_malloc(a_, &p, 4096, s1), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_record_stream(a_, p, s2), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_free(a_, p, s1), CACHALOT_SUCCESS);
+  const cachalot_stats s = stats();
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_EQ(s.active_bytes, 4096u) << "awaiting stream 2's event";
+}
+
+TEST_F(c_api, TrimAndSummary) {
+  void* p = nullptr;
+  ASSERT_EQ(cachalot_malloc(a_, &p, 12u << 20, nullptr), CACHALOT_SUCCESS);
+  ASSERT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_trim(a_, 0), CACHALOT_SUCCESS);
+  EXPECT_EQ(stats().reserved_bytes, 0u);
+  std::size_t needed = 0;
+  EXPECT_EQ(cachalot_memory_summary(a_, nullptr, 0, &needed), CACHALOT_SUCCESS);
+  EXPECT_GT(needed, 100u);
+  std::vector<char> buf(needed);
+  EXPECT_EQ(cachalot_memory_summary(a_, buf.data(), buf.size(), nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(std::string(buf.data()).size() + 1, needed);
+  EXPECT_NE(std::string(buf.data()).find("Reserved memory"), std::string::npos);
+  char tiny[8];
+  EXPECT_EQ(cachalot_memory_summary(a_, tiny, sizeof tiny, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(std::string(tiny).size(), 7u);
+}
+
+TEST(c_api_contract, BadConfigNamesTheKey) {
+  cachalot_allocator* a = reinterpret_cast<cachalot_allocator*>(0x1);
+  EXPECT_EQ(cachalot_create("capacity:lots", &a), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_NE(std::string(cachalot_last_error()).find("capacity"), std::string::npos);
+  EXPECT_EQ(cachalot_create("frobnicate:1", &a), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cachalot_last_error()).find("frobnicate"), std::string::npos);
+  EXPECT_EQ(cachalot_create("backend:simulated", nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(c_api_contract, NullAndDefaultConfigs) {
+  cachalot_allocator* a = nullptr;
+  ASSERT_EQ(cachalot_create(nullptr, &a), CACHALOT_SUCCESS) << cachalot_last_error();
+  cachalot_destroy(a);
+  ASSERT_EQ(cachalot_create("", &a), CACHALOT_SUCCESS);
+  cachalot_destroy(a);
+  cachalot_destroy(nullptr);
+}
+
+TEST(c_api_contract, NullAllocatorIsAnInvalidArgument) {
+  void* p = nullptr;
+  cachalot_stats s;
+  EXPECT_EQ(cachalot_malloc(nullptr, &p, 10, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cachalot_last_error()).find("NULL"), std::string::npos);
+  EXPECT_EQ(cachalot_free(nullptr, p, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cachalot_record_stream(nullptr, p, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cachalot_empty_cache(nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cachalot_trim(nullptr, 0), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cachalot_get_stats(nullptr, &s), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cachalot_reset_peak_stats(nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cachalot_memory_summary(nullptr, nullptr, 0, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(c_api_contract, DestroyedHandleIsAnErrorNotACrash) {
+  cachalot_allocator* a = nullptr;
+  ASSERT_EQ(cachalot_create("backend:simulated,capacity:1GiB", &a), CACHALOT_SUCCESS);
+  void* p = nullptr;
+  ASSERT_EQ(cachalot_malloc(a, &p, 100, nullptr), CACHALOT_SUCCESS);
+  cachalot_destroy(a);  // live allocation returned with the allocator
+  EXPECT_EQ(cachalot_free(a, p, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cachalot_last_error()).find("destroyed"), std::string::npos);
+  cachalot_destroy(a);  // a second destroy is a no-op
+}
+
+TEST(c_api_contract, StatusStringsAndPerThreadErrors) {
+  EXPECT_STREQ(cachalot_status_string(CACHALOT_SUCCESS), "CACHALOT_SUCCESS");
+  EXPECT_STREQ(cachalot_status_string(CACHALOT_ERROR_OUT_OF_MEMORY),
+               "CACHALOT_ERROR_OUT_OF_MEMORY");
+  EXPECT_STREQ(cachalot_status_string(CACHALOT_ERROR_NOT_SUPPORTED),
+               "CACHALOT_ERROR_NOT_SUPPORTED");
+  EXPECT_EQ(cachalot_create("bogus:1", nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
+  const std::string mine = cachalot_last_error();
+  std::thread([] { EXPECT_STREQ(cachalot_last_error(), ""); }).join();
+  EXPECT_EQ(std::string(cachalot_last_error()), mine);
+}
+
+}  // namespace

@@ -1,0 +1,135 @@
+// Out of memory: the release-and-retry sequence, memory limits in bytes and percent, the
+// message's numbers, and that a failed allocation changes no byte stat.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/simulated_device.hpp"
+#include "support/invariants.hpp"
+
+namespace cachalot::testing {
+namespace {
+
+stream_t s(int i) {
+  return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(i * 64));
+}
+
+struct fixture {
+  explicit fixture(const std::string& conf, std::size_t capacity) {
+    sim_options o;
+    o.capacity = capacity;
+    dev = std::make_shared<simulated_device>(o);
+    alloc = std::make_unique<allocator>(config::parse(conf), dev);
+  }
+  std::shared_ptr<simulated_device> dev;
+  std::unique_ptr<allocator> alloc;
+};
+
+TEST(out_of_memory, ReleasesOtherStreamsCacheThenRetries) {
+  fixture f("", 40 * MiB);
+  void* p = f.alloc->allocate(15 * MiB, s(1));  // 16 MiB segment on stream 1
+  f.alloc->deallocate(p);                       // cached there
+  void* q = f.alloc->allocate(30 * MiB, s(2));  // needs 30 MiB: only 24 MiB free
+  ASSERT_NE(q, nullptr);
+  const memory_stats st = f.alloc->stats();
+  EXPECT_EQ(st.num_alloc_retries, 1u);
+  EXPECT_EQ(st.num_cache_flushes, 1u);
+  EXPECT_EQ(st.num_segment_frees, 1u);
+  EXPECT_EQ(st.num_ooms, 0u);
+  EXPECT_EQ(st.reserved_bytes.all.current, 30 * MiB);
+  EXPECT_EQ(f.dev->counters().failed_segment_allocs, 1u);
+  f.alloc->deallocate(q);
+  expect_stats_match_snapshot(*f.alloc);
+  expect_device_matches(*f.alloc, *f.dev);
+}
+
+TEST(out_of_memory, CompletesPendingEventsBeforeGivingUp) {
+  fixture f("", 40 * MiB);
+  void* p = f.alloc->allocate(30 * MiB, s(1));
+  f.alloc->record_stream(p, s(2));
+  f.dev->hold_stream(s(2));
+  f.alloc->deallocate(p);                       // pending on stream 2
+  void* q = f.alloc->allocate(30 * MiB, s(1));  // waits for stream 2, then reuses the block
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(f.alloc->stats().num_alloc_retries, 1u);
+  EXPECT_GE(f.alloc->stats().num_device_syncs, 1u);
+  EXPECT_EQ(f.dev->counters().event_syncs, 1u);
+  f.alloc->deallocate(q);
+  expect_stats_match_snapshot(*f.alloc);
+}
+
+TEST(out_of_memory, FailsWithTheNumbersAndLeavesStatsUnchanged) {
+  fixture f("", 64 * MiB);
+  void* keep = f.alloc->allocate(30 * MiB, s(1));
+  void* cached = f.alloc->allocate(12 * MiB, s(1));
+  f.alloc->deallocate(cached);  // 30 + 12 = 42 MiB reserved, 12 cached
+  const memory_stats before = f.alloc->stats();
+  try {
+    (void)f.alloc->allocate(40 * MiB, s(1));
+    FAIL() << "expected out of memory";
+  } catch (const out_of_memory& e) {
+    EXPECT_EQ(e.code(), status::out_of_memory);
+    EXPECT_EQ(e.info().requested_bytes, 40 * MiB);
+    EXPECT_EQ(e.info().device_total, 64 * MiB);
+    EXPECT_EQ(e.info().device_free, 34 * MiB);  // the cached 12 MiB were released
+    EXPECT_EQ(e.info().reserved_bytes, 30 * MiB);
+    EXPECT_EQ(e.info().allocated_bytes, 30 * MiB);
+    const std::string msg = e.what();
+    for (const char* part :
+         {"tried to allocate 40.00 MiB", "capacity 64.00 MiB", "34.00 MiB free",
+          "30.00 MiB reserved", "30.00 MiB allocated", "largest free block", "Hint"}) {
+      EXPECT_NE(msg.find(part), std::string::npos) << part << " in: " << msg;
+    }
+  }
+  const memory_stats after = f.alloc->stats();
+  EXPECT_EQ(after.num_ooms, before.num_ooms + 1);
+  EXPECT_EQ(after.num_alloc_retries, before.num_alloc_retries + 1);
+  EXPECT_EQ(after.allocated_bytes.all.current, before.allocated_bytes.all.current);
+  EXPECT_EQ(after.requested_bytes.all.current, before.requested_bytes.all.current);
+  EXPECT_EQ(after.allocations.all.current, before.allocations.all.current);
+  EXPECT_EQ(after.num_allocs, before.num_allocs);
+  EXPECT_EQ(after.allocated_bytes.all.peak, before.allocated_bytes.all.peak);
+  void* small = f.alloc->allocate(MiB, s(1));  // the allocator keeps working
+  EXPECT_NE(small, nullptr);
+  f.alloc->deallocate(small);
+  f.alloc->deallocate(keep);
+  expect_stats_match_snapshot(*f.alloc);
+  expect_device_matches(*f.alloc, *f.dev);
+}
+
+TEST(out_of_memory, MemoryLimitInBytes) {
+  fixture f("memory_limit:64MiB", 80 * GiB);
+  EXPECT_EQ(f.alloc->get_config().memory_limit, 64 * MiB);
+  void* a = f.alloc->allocate(40 * MiB);
+  EXPECT_THROW((void)f.alloc->allocate(30 * MiB), out_of_memory);
+  void* b = f.alloc->allocate(24 * MiB);
+  EXPECT_EQ(f.alloc->stats().reserved_bytes.all.current, 64 * MiB);
+  f.alloc->deallocate(a);
+  f.alloc->deallocate(b);
+  EXPECT_THROW((void)f.alloc->allocate(65 * MiB), out_of_memory);
+  EXPECT_EQ(f.alloc->stats().num_segment_frees, 0u) << "an impossible request flushed the cache";
+}
+
+TEST(out_of_memory, MemoryLimitAsPercentOfTheDevice) {
+  fixture f("memory_limit:25%", 400 * MiB);
+  EXPECT_EQ(f.alloc->get_config().memory_limit, 100 * MiB);
+  void* a = f.alloc->allocate(100 * MiB);
+  EXPECT_THROW((void)f.alloc->allocate(512), out_of_memory);
+  f.alloc->deallocate(a);
+}
+
+TEST(out_of_memory, SizeBeyondTheDeviceFailsAtOnce) {
+  fixture f("", GiB);
+  void* p = f.alloc->allocate(MiB);
+  f.alloc->deallocate(p);
+  EXPECT_THROW((void)f.alloc->allocate(2 * GiB), out_of_memory);
+  const memory_stats st = f.alloc->stats();
+  EXPECT_EQ(st.num_ooms, 1u);
+  EXPECT_EQ(st.num_alloc_retries, 0u);
+  EXPECT_EQ(st.segments.all.current, 1u) << "cache kept";
+}
+
+}  // namespace
+}  // namespace cachalot::testing

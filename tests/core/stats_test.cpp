@@ -1,0 +1,112 @@
+// Size policies and the stats they produce: the large-pool split rule, max_split_size
+// (oversize blocks never split and never given to small requests), pool separation, active
+// and inactive-split accounting.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/simulated_device.hpp"
+#include "support/invariants.hpp"
+
+namespace cachalot::testing {
+namespace {
+
+std::unique_ptr<allocator> make(const std::string& conf) {
+  return std::make_unique<allocator>(config::parse("backend:simulated,capacity:8GiB," + conf));
+}
+
+TEST(size_policy, LargeBlocksSplitOnlyWhenMoreThanOneMiBRemains) {
+  auto a = make("caching:1");
+  void* x = a->allocate(9 * MiB);              // 20 MiB segment: 11 MiB remain, split
+  void* y = a->allocate(9 * MiB + 512 * KiB);  // 1.5 MiB remain: split
+  void* z = a->allocate(MiB + 200 * KiB);      // takes the 1.5 MiB block whole
+  EXPECT_EQ(a->allocation_size(z), MiB + 512 * KiB);
+  EXPECT_EQ(a->stats().segments.all.current, 1u);
+  EXPECT_EQ(a->stats().requested_bytes.all.current,
+            9 * MiB + 9 * MiB + 512 * KiB + MiB + 200 * KiB);
+  for (void* p : {x, y, z}) a->deallocate(p);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, SmallAndLargePoolsNeverShareSegments) {
+  auto a = make("caching:1");
+  void* big = a->allocate(2 * MiB);
+  a->deallocate(big);  // a free 20 MiB large segment
+  void* small = a->allocate(4 * KiB);
+  const memory_stats s = a->stats();
+  EXPECT_EQ(s.segments.small.current, 1u);
+  EXPECT_EQ(s.segments.large.current, 1u);
+  EXPECT_EQ(s.reserved_bytes.small.current, 2 * MiB);
+  EXPECT_EQ(s.allocated_bytes.small.current, 4 * KiB);
+  EXPECT_EQ(s.allocated_bytes.large.current, 0u);
+  a->deallocate(small);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, OversizeBlocksAreNeverSplit) {
+  auto a = make("max_split_size:64MiB");
+  void* p = a->allocate(100 * MiB);
+  EXPECT_EQ(a->stats().num_oversize_allocs, 1u);
+  a->deallocate(p);
+  void* q = a->allocate(90 * MiB);  // 100 < 90 + 20: reused whole
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a->allocation_size(q), 100 * MiB);
+  a->deallocate(q);
+  void* r = a->allocate(70 * MiB);  // 100 >= 70 + 20: too wasteful, new segment
+  EXPECT_NE(r, p);
+  void* t = a->allocate(5 * MiB);  // below max_split_size: never takes the oversize block
+  EXPECT_NE(t, p);
+  EXPECT_EQ(a->stats().segments.all.current, 3u);
+  a->deallocate(r);
+  a->deallocate(t);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, WithoutMaxSplitBigBlocksAreSplit) {
+  auto a = make("caching:1");
+  void* p = a->allocate(100 * MiB);
+  a->deallocate(p);
+  void* q = a->allocate(30 * MiB);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a->allocation_size(q), 30 * MiB);
+  EXPECT_EQ(a->stats().inactive_split_bytes.all.current, 70 * MiB);
+  a->deallocate(q);
+  EXPECT_EQ(a->stats().inactive_split_bytes.all.current, 0u);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, CustomSizeClasses) {
+  auto a = make(
+      "granularity:4KiB,small_size:64KiB,small_segment:1MiB,large_segment:8MiB,"
+      "mid_size:4MiB,segment_rounding:1MiB");
+  void* p = a->allocate(1);
+  EXPECT_EQ(a->allocation_size(p), 4 * KiB);
+  EXPECT_EQ(a->stats().reserved_bytes.small.current, MiB);
+  void* q = a->allocate(65 * KiB);
+  EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB);
+  void* r = a->allocate(5 * MiB + 1);  // fits in the rest of the 8 MiB segment
+  EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB);
+  void* t = a->allocate(5 * MiB + 1);  // >= mid_size: its own segment, rounded to 1 MiB
+  EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB + 6 * MiB);
+  for (void* x : {p, q, r, t}) a->deallocate(x);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, CumulativeCountersAddUp) {
+  auto a = make("caching:1");
+  for (int i = 0; i < 10; ++i) a->deallocate(a->allocate(1000));
+  const memory_stats s = a->stats();
+  EXPECT_EQ(s.num_allocs, 10u);
+  EXPECT_EQ(s.num_frees, 10u);
+  EXPECT_EQ(s.allocated_bytes.all.allocated, 10 * 1024u);
+  EXPECT_EQ(s.allocated_bytes.all.freed, 10 * 1024u);
+  EXPECT_EQ(s.requested_bytes.all.allocated, 10 * 1000u);
+  EXPECT_EQ(s.allocations.all.allocated, 10u);
+  EXPECT_EQ(s.allocations.all.peak, 1u);
+  EXPECT_EQ(s.num_segment_allocs, 1u);
+  EXPECT_EQ(s.num_streams, 1u);
+}
+
+}  // namespace
+}  // namespace cachalot::testing

@@ -1,0 +1,95 @@
+// Test support: the backends and configurations the conformance suite runs against. Every
+// case names a backend factory, a config and a way to make distinct stream handles. The CUDA
+// case is added only when a device exists; without one the suite says so in a skipped test.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/simulated_device.hpp"
+
+#ifdef CACHALOT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cachalot::testing {
+
+/// One backend + configuration of the conformance suite.
+struct backend_case {
+  std::string name;          ///< test-name suffix
+  std::string conf;          ///< config string (backend key included)
+  bool simulated = true;     ///< simulated device (inspectable)
+  bool host_backed = false;  ///< contents readable and writable
+  std::function<std::shared_ptr<device_backend>(const config&)> make;  ///< backend factory
+};
+
+inline std::shared_ptr<device_backend> make_sim(const config& c) {
+  sim_options o;
+  o.capacity = c.capacity;
+  o.host_backing = c.host_backing;
+  return std::make_shared<simulated_device>(o);
+}
+
+/// The cases: simulated device bare and host-backed, with the default and a tuned config;
+/// CUDA with the default config when a device exists.
+inline std::vector<backend_case> conformance_cases() {
+  std::vector<backend_case> cases = {
+      {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim},
+      {"sim_host_backed", "backend:simulated,capacity:1GiB,host_backing:1", true, true, make_sim},
+      {"sim_max_split", "backend:simulated,capacity:8GiB,max_split_size:64MiB", true, false,
+       make_sim},
+      {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim},
+  };
+  if (cuda_device_count() > 0) {
+    cases.push_back({"cuda_default", "backend:cuda,memory_limit:8GiB", false, false,
+                     [](const config& c) { return make_backend(c); }});
+  }
+  return cases;
+}
+
+/// Distinct stream handles for a case: fake handles on the simulated device, real streams on
+/// CUDA (destroyed with the pool).
+class stream_pool {
+ public:
+  explicit stream_pool(bool simulated) : simulated_(simulated) {}
+  ~stream_pool() {
+#ifdef CACHALOT_WITH_CUDA
+    for (void* s : owned_) cudaStreamDestroy(static_cast<cudaStream_t>(s));
+#endif
+  }
+  stream_pool(const stream_pool&) = delete;
+  stream_pool& operator=(const stream_pool&) = delete;
+
+  /// The i-th stream (i >= 1; 0 is the default stream).
+  stream_t get(int i) {
+    if (i == 0) return nullptr;
+    if (simulated_) return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(0x5000 + i * 16));
+#ifdef CACHALOT_WITH_CUDA
+    while (static_cast<int>(owned_.size()) < i) {
+      cudaStream_t s = nullptr;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      owned_.push_back(s);
+    }
+    return owned_[static_cast<std::size_t>(i - 1)];
+#else
+    return nullptr;
+#endif
+  }
+
+ private:
+  bool simulated_;
+  std::vector<void*> owned_;
+};
+
+}  // namespace cachalot::testing
+
+namespace cachalot::testing {
+/// Prints a case by name in test output.
+inline void PrintTo(const backend_case& c, std::ostream* os) {
+  *os << c.name;
+}
+}  // namespace cachalot::testing

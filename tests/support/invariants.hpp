@@ -1,0 +1,116 @@
+// Test support: checks that an allocator's stats agree exactly with its snapshot, and that
+// the snapshot itself is well formed (blocks tile their segments, no two adjacent free blocks,
+// no overlap between segments). Used after every step of randomized and fault tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/simulated_device.hpp"
+
+namespace cachalot::testing {
+
+/// Sums over a snapshot, per pool (index 0 small, 1 large) and for all.
+struct snapshot_sums {
+  std::uint64_t reserved[3] = {};
+  std::uint64_t allocated[3] = {};
+  std::uint64_t requested[3] = {};
+  std::uint64_t active[3] = {};
+  std::uint64_t inactive_split[3] = {};
+  std::uint64_t allocations[3] = {};
+  std::uint64_t segments[3] = {};
+  std::uint64_t free_blocks = 0;
+  std::uint64_t largest_free = 0;
+};
+
+inline snapshot_sums sum_snapshot(const memory_snapshot& snap) {
+  snapshot_sums s;
+  for (const segment_info& seg : snap.segments) {
+    const std::size_t p = static_cast<std::size_t>(seg.pool);
+    for (std::size_t i : {p, std::size_t{2}}) {
+      s.reserved[i] += seg.size;
+      s.segments[i] += 1;
+    }
+    const bool split = seg.blocks.size() > 1;
+    for (const block_info& b : seg.blocks) {
+      for (std::size_t i : {p, std::size_t{2}}) {
+        if (b.state == block_state::allocated) {
+          s.allocated[i] += b.size;
+          s.requested[i] += b.requested;
+          s.allocations[i] += 1;
+        }
+        if (b.state != block_state::free) s.active[i] += b.size;
+        if (b.state == block_state::free && split) s.inactive_split[i] += b.size;
+      }
+      if (b.state == block_state::free) {
+        ++s.free_blocks;
+        s.largest_free = std::max<std::uint64_t>(s.largest_free, b.size);
+      }
+    }
+  }
+  return s;
+}
+
+/// Asserts the snapshot's shape: blocks tile each segment in order, adjacent free blocks are
+/// coalesced, segments do not overlap.
+inline void expect_well_formed(const memory_snapshot& snap) {
+  std::uintptr_t prev_end = 0;
+  for (const segment_info& seg : snap.segments) {
+    EXPECT_GE(seg.address, prev_end) << "segments overlap";
+    prev_end = seg.address + seg.size;
+    std::uintptr_t at = seg.address;
+    bool prev_free = false;
+    ASSERT_FALSE(seg.blocks.empty());
+    for (const block_info& b : seg.blocks) {
+      EXPECT_EQ(b.address, at) << "blocks do not tile the segment";
+      EXPECT_GT(b.size, 0u);
+      const bool is_free = b.state == block_state::free;
+      EXPECT_FALSE(prev_free && is_free) << "adjacent free blocks at " << b.address;
+      prev_free = is_free;
+      at += b.size;
+    }
+    EXPECT_EQ(at, seg.address + seg.size) << "blocks do not cover the segment";
+  }
+}
+
+/// Asserts that every stat equals the corresponding sum over the snapshot.
+inline void expect_stats_match_snapshot(const allocator& a) {
+  const memory_snapshot snap = a.snapshot();
+  const memory_stats st = a.stats();
+  expect_well_formed(snap);
+  const snapshot_sums s = sum_snapshot(snap);
+  const pool_stats* groups[] = {&st.reserved_bytes, &st.allocated_bytes,      &st.requested_bytes,
+                                &st.active_bytes,   &st.inactive_split_bytes, &st.allocations,
+                                &st.segments};
+  const std::uint64_t* sums[] = {s.reserved,       s.allocated,   s.requested, s.active,
+                                 s.inactive_split, s.allocations, s.segments};
+  const char* names[] = {"reserved",       "allocated",   "requested", "active",
+                         "inactive_split", "allocations", "segments"};
+  for (std::size_t g = 0; g < 7; ++g) {
+    EXPECT_EQ(groups[g]->small.current, sums[g][0]) << names[g] << " (small pool)";
+    EXPECT_EQ(groups[g]->large.current, sums[g][1]) << names[g] << " (large pool)";
+    EXPECT_EQ(groups[g]->all.current, sums[g][2]) << names[g] << " (all)";
+    EXPECT_LE(groups[g]->all.current, groups[g]->all.peak) << names[g] << " peak";
+  }
+  EXPECT_LE(st.allocated_bytes.all.current, st.reserved_bytes.all.current);
+  EXPECT_LE(st.requested_bytes.all.current, st.allocated_bytes.all.current);
+  EXPECT_EQ(st.num_free_blocks, s.free_blocks);
+  EXPECT_EQ(st.largest_free_block, s.largest_free);
+  EXPECT_EQ(st.num_segment_allocs - st.num_segment_frees, st.segments.all.current);
+  EXPECT_EQ(st.num_allocs - st.num_frees, st.allocations.all.current);
+}
+
+/// Asserts that the simulated device holds exactly the allocator's reserved bytes.
+inline void expect_device_matches(const allocator& a, const simulated_device& dev) {
+  const sim_counters c = dev.counters();
+  const memory_stats st = a.stats();
+  EXPECT_EQ(c.live_segments, st.segments.all.current);
+  EXPECT_EQ(c.segment_allocs, st.num_segment_allocs);
+  EXPECT_EQ(c.segment_frees, st.num_segment_frees);
+  EXPECT_EQ(c.used_bytes, st.reserved_bytes.all.current);
+}
+
+}  // namespace cachalot::testing
