@@ -63,9 +63,15 @@ class block_pool {
       grow();
     block* b = head_;
     head_ = b->free_next;
-    *b = block{};
+    b->addr = 0;
+    b->size = 0;
+    b->requested = 0;
+    b->prev = b->next = b->free_prev = b->free_next = nullptr;
+    b->seg = nullptr;
     b->owner = owner;
-    return b;
+    b->state = block_state::free;
+    b->oversize = false;
+    return b;  // used_on was cleared by release()
   }
   /// Returns a node to the pool.
   void release(block* b) noexcept {

@@ -1,7 +1,8 @@
 // The allocator's counters, exact and consistent. Every change is one call that takes a short
-// spinlock (a leaf lock: nothing else is acquired while it is held) and updates current, peak
-// and cumulative values for the pool and for all pools. Inactive-split bytes are derived:
-// reserved - active - bytes of segments that are entirely free.
+// spinlock (a leaf lock: nothing else is acquired while it is held). Each quantity is kept as
+// two monotonic totals, increases and decreases (current = inc - dec), plus a peak, for all
+// pools and for each pool, so that an update is an add and a compare. Inactive-split bytes are
+// derived: reserved - active - bytes of segments that are entirely free.
 #pragma once
 
 #include <algorithm>
@@ -21,69 +22,74 @@ class stats_tracker {
   /// of a wholly free segment it was carved from (0 if none).
   void on_alloc(pool_kind p, std::size_t size, std::size_t requested, std::size_t whole_taken,
                 bool oversize) noexcept {
+    const std::size_t i = index(p);
     std::lock_guard<spinlock> lock(lock_);
-    up(s_.allocated_bytes, p, size);
-    up(s_.requested_bytes, p, requested);
-    up(s_.active_bytes, p, size);
-    up(s_.allocations, p, 1);
-    whole_free_[index(p)] -= whole_taken;
-    ++s_.num_allocs;
-    if (oversize) ++s_.num_oversize_allocs;
-    refresh_inactive(p);
+    up(allocated_, i, size);
+    up(requested_, i, requested);
+    up(active_, i, size);
+    up(allocations_, i, 1);
+    whole_free_[i] -= whole_taken;
+    ++num_allocs_;
+    num_oversize_ += oversize ? 1 : 0;
+    refresh_inactive(i);
   }
 
   /// A block was freed; `deferred`: it awaits events (stays active); `whole_made`: the size of
   /// the segment it made wholly free (0 if none).
   void on_free(pool_kind p, std::size_t size, std::size_t requested, bool deferred,
                std::size_t whole_made) noexcept {
+    const std::size_t i = index(p);
     std::lock_guard<spinlock> lock(lock_);
-    down(s_.allocated_bytes, p, size);
-    down(s_.requested_bytes, p, requested);
-    down(s_.allocations, p, 1);
-    if (deferred) {
-      ++s_.num_deferred_frees;
-      ++s_.num_pending_blocks;
+    down(allocated_, i, size);
+    down(requested_, i, requested);
+    down(allocations_, i, 1);
+    if (deferred) [[unlikely]] {
+      ++num_deferred_;
+      ++num_pending_;
     } else {
-      down(s_.active_bytes, p, size);
+      down(active_, i, size);
     }
-    whole_free_[index(p)] += whole_made;
-    ++s_.num_frees;
-    refresh_inactive(p);
+    whole_free_[i] += whole_made;
+    ++num_frees_;
+    refresh_inactive(i);
   }
 
   /// A pending block's events completed: it is free now.
   void on_pending_done(pool_kind p, std::size_t size, std::size_t whole_made) noexcept {
+    const std::size_t i = index(p);
     std::lock_guard<spinlock> lock(lock_);
-    down(s_.active_bytes, p, size);
-    --s_.num_pending_blocks;
-    whole_free_[index(p)] += whole_made;
-    refresh_inactive(p);
+    down(active_, i, size);
+    --num_pending_;
+    whole_free_[i] += whole_made;
+    refresh_inactive(i);
   }
 
   /// A segment of `size` bytes was added (wholly free).
   void on_segment_alloc(pool_kind p, std::size_t size) noexcept {
+    const std::size_t i = index(p);
     std::lock_guard<spinlock> lock(lock_);
-    up(s_.reserved_bytes, p, size);
-    up(s_.segments, p, 1);
-    whole_free_[index(p)] += size;
-    ++s_.num_segment_allocs;
-    refresh_inactive(p);
+    up(reserved_, i, size);
+    up(segments_, i, 1);
+    whole_free_[i] += size;
+    ++num_segment_allocs_;
+    refresh_inactive(i);
   }
 
   /// A wholly free segment of `size` bytes was returned to the device.
   void on_segment_free(pool_kind p, std::size_t size) noexcept {
+    const std::size_t i = index(p);
     std::lock_guard<spinlock> lock(lock_);
-    down(s_.reserved_bytes, p, size);
-    down(s_.segments, p, 1);
-    whole_free_[index(p)] -= size;
-    ++s_.num_segment_frees;
-    refresh_inactive(p);
+    down(reserved_, i, size);
+    down(segments_, i, 1);
+    whole_free_[i] -= size;
+    ++num_segment_frees_;
+    refresh_inactive(i);
   }
 
   /// Reserves room for a new segment against `limit` (0: none). False if it would exceed it.
   bool reserve_room(std::size_t bytes, std::size_t limit) noexcept {
     std::lock_guard<spinlock> lock(lock_);
-    if (limit != 0 && s_.reserved_bytes.all.current + in_flight_ + bytes > limit) return false;
+    if (limit != 0 && reserved_[all].current() + in_flight_ + bytes > limit) return false;
     in_flight_ += bytes;
     return true;
   }
@@ -93,77 +99,111 @@ class stats_tracker {
     in_flight_ -= bytes;
   }
 
-  void count_oom() noexcept { bump(&memory_stats::num_ooms); }
-  void count_retry() noexcept { bump(&memory_stats::num_alloc_retries); }
-  void count_flush() noexcept { bump(&memory_stats::num_cache_flushes); }
-  void count_sync() noexcept { bump(&memory_stats::num_device_syncs); }
-  void count_use_after_free() noexcept { bump(&memory_stats::num_use_after_free_writes); }
+  void count_oom() noexcept { bump(num_ooms_); }
+  void count_retry() noexcept { bump(num_retries_); }
+  void count_flush() noexcept { bump(num_flushes_); }
+  void count_sync() noexcept { bump(num_syncs_); }
+  void count_use_after_free() noexcept { bump(num_use_after_free_); }
 
   /// A copy of the counters.
   memory_stats get() const noexcept {
     std::lock_guard<spinlock> lock(lock_);
-    return s_;
+    memory_stats s;
+    export_to(s.allocated_bytes, allocated_);
+    export_to(s.requested_bytes, requested_);
+    export_to(s.active_bytes, active_);
+    export_to(s.reserved_bytes, reserved_);
+    export_to(s.inactive_split_bytes, inactive_);
+    export_to(s.allocations, allocations_);
+    export_to(s.segments, segments_);
+    s.num_allocs = num_allocs_;
+    s.num_frees = num_frees_;
+    s.num_segment_allocs = num_segment_allocs_;
+    s.num_segment_frees = num_segment_frees_;
+    s.num_ooms = num_ooms_;
+    s.num_alloc_retries = num_retries_;
+    s.num_cache_flushes = num_flushes_;
+    s.num_device_syncs = num_syncs_;
+    s.num_oversize_allocs = num_oversize_;
+    s.num_deferred_frees = num_deferred_;
+    s.num_pending_blocks = num_pending_;
+    s.num_use_after_free_writes = num_use_after_free_;
+    return s;
   }
   /// Current reserved bytes.
   std::size_t reserved() const noexcept {
     std::lock_guard<spinlock> lock(lock_);
-    return s_.reserved_bytes.all.current;
+    return reserved_[all].current();
   }
   /// Sets every peak to its current value.
   void reset_peaks() noexcept {
     std::lock_guard<spinlock> lock(lock_);
-    for (pool_stats* ps :
-         {&s_.requested_bytes, &s_.allocated_bytes, &s_.reserved_bytes, &s_.active_bytes,
-          &s_.inactive_split_bytes, &s_.allocations, &s_.segments}) {
-      for (stat* st : {&ps->all, &ps->small, &ps->large}) st->peak = st->current;
+    for (counter* group : {allocated_, requested_, active_, reserved_, inactive_, allocations_,
+                           segments_}) {
+      for (std::size_t i = 0; i < 3; ++i) group[i].peak = group[i].current();
     }
   }
 
  private:
+  static constexpr std::size_t all = 2;  // index of the all-pools counter
+  struct counter {
+    std::uint64_t inc = 0;
+    std::uint64_t dec = 0;
+    std::uint64_t peak = 0;
+    std::uint64_t current() const noexcept { return inc - dec; }
+  };
+
   static std::size_t index(pool_kind p) noexcept { return static_cast<std::size_t>(p); }
-  static stat& of(pool_stats& ps, pool_kind p) noexcept {
-    return p == pool_kind::small ? ps.small : ps.large;
+  static void raise(counter& c, std::uint64_t d) noexcept {
+    c.inc += d;
+    c.peak = std::max(c.peak, c.inc - c.dec);
   }
-  static void up(stat& st, std::uint64_t d) noexcept {
-    st.current += d;
-    st.allocated += d;
-    st.peak = std::max(st.peak, st.current);
+  static void up(counter* group, std::size_t i, std::uint64_t d) noexcept {
+    raise(group[i], d);
+    raise(group[all], d);
   }
-  static void down(stat& st, std::uint64_t d) noexcept {
-    st.current -= d;
-    st.freed += d;
+  static void down(counter* group, std::size_t i, std::uint64_t d) noexcept {
+    group[i].dec += d;
+    group[all].dec += d;
   }
-  static void up(pool_stats& ps, pool_kind p, std::uint64_t d) noexcept {
-    up(ps.all, d);
-    up(of(ps, p), d);
-  }
-  static void down(pool_stats& ps, pool_kind p, std::uint64_t d) noexcept {
-    down(ps.all, d);
-    down(of(ps, p), d);
-  }
-  static void set(stat& st, std::uint64_t v) noexcept {
-    if (v >= st.current) {
-      up(st, v - st.current);
+  static void move_to(counter& c, std::uint64_t v) noexcept {
+    const std::uint64_t now = c.current();
+    if (v >= now) {
+      raise(c, v - now);
     } else {
-      down(st, st.current - v);
+      c.dec += now - v;
     }
   }
-  void refresh_inactive(pool_kind p) noexcept {
-    const std::size_t i = index(p);
-    stat& pool = of(s_.inactive_split_bytes, p);
-    const stat& other =
-        of(s_.inactive_split_bytes, p == pool_kind::small ? pool_kind::large : pool_kind::small);
-    set(pool, of(s_.reserved_bytes, p).current - of(s_.active_bytes, p).current - whole_free_[i]);
-    set(s_.inactive_split_bytes.all, pool.current + other.current);
+  void refresh_inactive(std::size_t i) noexcept {
+    const std::uint64_t v = reserved_[i].current() - active_[i].current() - whole_free_[i];
+    const std::uint64_t delta_all = v - inactive_[i].current();  // modular: may "wrap" down
+    move_to(inactive_[i], v);
+    move_to(inactive_[all], inactive_[all].current() + delta_all);
   }
-  void bump(std::uint64_t memory_stats::*field) noexcept {
+  static void export_to(pool_stats& out, const counter* group) noexcept {
+    stat* dst[3] = {&out.small, &out.large, &out.all};
+    for (std::size_t i = 0; i < 3; ++i) {
+      *dst[i] = stat{group[i].current(), group[i].peak, group[i].inc, group[i].dec};
+    }
+  }
+  void bump(std::uint64_t& field) noexcept {
     std::lock_guard<spinlock> lock(lock_);
-    ++(s_.*field);
+    ++field;
   }
 
   mutable spinlock lock_;
-  memory_stats s_;
-  std::size_t whole_free_[pool_count] = {};
+  counter allocated_[3];
+  counter requested_[3];
+  counter active_[3];
+  counter reserved_[3];
+  counter inactive_[3];
+  counter allocations_[3];
+  counter segments_[3];
+  std::uint64_t whole_free_[pool_count] = {};
+  std::uint64_t num_allocs_ = 0, num_frees_ = 0, num_segment_allocs_ = 0,
+                num_segment_frees_ = 0, num_ooms_ = 0, num_retries_ = 0, num_flushes_ = 0,
+                num_syncs_ = 0, num_oversize_ = 0,
+                num_deferred_ = 0, num_pending_ = 0, num_use_after_free_ = 0;
   std::size_t in_flight_ = 0;
 };
 
