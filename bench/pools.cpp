@@ -1,0 +1,33 @@
+// Benchmark environment: device detection, configs and the cachalot pools.
+#include "pools.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace cachalot::bench {
+
+environment& env() {
+  static environment e;
+  return e;
+}
+
+void init_environment() {
+  // glibc serves big blocks with mmap until a freed mmapped block raises its threshold (up to
+  // 32 MiB). Raise it now, so that the malloc baseline does not depend on benchmark order.
+  std::free(std::malloc(std::size_t{30} << 20));
+  environment& e = env();
+  e.gpu = cuda_device_count() > 0;
+  e.config = e.gpu ? "backend:auto" : "backend:simulated,capacity:256GiB";
+  e.max_live = std::size_t{16} << 30;
+  const std::shared_ptr<device_backend> backend = make_backend(config::parse(e.config));
+  if (e.gpu) e.max_live = std::min(e.max_live, backend->memory_info().free / 3);
+  e.streams = std::make_unique<tools::stream_set>(*backend, 10);
+}
+
+cachalot_pool::cachalot_pool(bool caching) {
+  config cfg = config::parse(env().config);
+  cfg.caching = caching;
+  alloc_ = std::make_unique<allocator>(cfg);
+}
+
+}  // namespace cachalot::bench

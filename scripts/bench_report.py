@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Builds the main job's single report from Google Benchmark JSON and cachalot-replay JSON.
+
+usage: bench_report.py --bench BENCH.json --replay NAME=REPLAY.jsonl [--replay ...]
+                       [--plots DIR] [--device TEXT]
+
+Benchmark names read FAMILY/ALLOCATOR/PARAMETERS; each cachalot figure is printed with its
+ratio to every baseline measured in the same run (pass-through, glibc malloc, and on a GPU
+cudaMalloc, cudaMallocAsync and CUB): ratio = cachalot time / baseline time, so below 1 means
+cachalot is faster. Then the replays of the bundled traces, then the targets, met or missed.
+Python 3 standard library only.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+BASELINES = ["passthrough", "malloc", "cudaMalloc", "cudaMallocAsync", "cub"]
+LABEL = {"passthrough": "pass-thru", "malloc": "glibc", "cudaMalloc": "cudaMalloc",
+         "cudaMallocAsync": "mallocAsync", "cub": "CUB"}
+
+
+def load_bench(path):
+    """{(family, impl, params): {"ns": ns per item, "ips": items per second}}, medians
+    preferred when repetitions were run."""
+    with open(path) as f:
+        data = json.load(f)
+    runs, medians = {}, {}
+    for b in data.get("benchmarks", []):
+        if b.get("error_occurred"):
+            continue
+        name = b.get("run_name", b["name"])
+        parts = [p for p in name.split("/") if p != "real_time"]
+        if len(parts) < 2:
+            continue
+        key = (parts[0], parts[1], "/".join(parts[2:]))
+        ips = b.get("items_per_second")
+        if not ips:
+            continue
+        scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}.get(b.get("time_unit", "ns"), 1)
+        entry = {"ns": 1e9 / ips, "ips": ips, "cpu_ns": b.get("cpu_time", 0) * scale}
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                medians[key] = entry
+        else:
+            runs[key] = entry
+    runs.update(medians)
+    return data.get("context", {}), runs
+
+
+def fmt_ns(ns):
+    if ns >= 1e6:
+        return "%.2f ms" % (ns / 1e6)
+    if ns >= 1e4:
+        return "%.1f us" % (ns / 1e3)
+    return "%.1f ns" % ns
+
+
+def fmt_ratio(r):
+    return ("%.2fx" if r >= 0.1 else "%.3fx" if r >= 0.001 else "%.1ex") % r
+
+
+def bench_table(runs):
+    families = []
+    for fam, impl, params in runs:
+        if impl == "cachalot" and (fam, params) not in families:
+            families.append((fam, params))
+    present = [b for b in BASELINES if any(k[1] == b for k in runs)]
+    head = "%-20s %-22s %11s" % ("benchmark", "parameters", "cachalot")
+    for b in present:
+        head += " %11s %7s" % (LABEL[b], "ratio")
+    lines = [head, "-" * len(head)]
+    for fam, params in families:
+        c = runs[(fam, "cachalot", params)]["ns"]
+        line = "%-20s %-22s %11s" % (fam, params, fmt_ns(c))
+        for b in present:
+            other = runs.get((fam, b, params))
+            line += (" %11s %7s" % (fmt_ns(other["ns"]), fmt_ratio(c / other["ns"])) if other
+                     else " %11s %7s" % ("-", ""))
+        lines.append(line)
+    lines.append("time per operation (one allocate+free pair for hot_pair, holes, streams and "
+                 "threads; one allocate or free for random), median of the repetitions; threads: "
+                 "wall time / total operations of all threads. ratio = cachalot / baseline.")
+    return lines
+
+
+def load_replays(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def gib(n):
+    return "%.2f GiB" % (n / 2**30) if n >= 2**30 else "%.1f MiB" % (n / 2**20)
+
+
+def replay_table(title, replays):
+    lines = [title]
+    head = "%-18s %7s %10s %10s %10s %6s %4s %10s %8s | %6s %8s" % (
+        "trace", "ops", "peak req", "peak alloc", "peak resv", "frag", "OOM", "seg a/f",
+        "ns/op", "p-frag", "p-ns/op")
+    lines += [head, "-" * len(head)]
+    for r in replays:
+        b = r.get("baseline", {})
+        lines.append("%-18s %7d %10s %10s %10s %6.3f %4d %10s %8.1f | %6.3f %8.1f" % (
+            os.path.basename(r["trace"])[:18], r["ops"], gib(r["peak_requested_bytes"]),
+            gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), r["fragmentation"],
+            r["ooms"], "%d/%d" % (r["segment_allocs"], r["segment_frees"]), r["ns_per_op"],
+            b.get("fragmentation", 0), b.get("ns_per_op", 0)))
+    lines.append("frag = peak reserved / peak requested; p- = the pass-through baseline "
+                 "(caching:0) on the same device; capacity %s" % (
+                     gib(replays[0]["capacity_bytes"]) + " for the first trace" if replays else ""))
+    return lines
+
+
+def verdict(ok, text):
+    return ("  MET    " if ok else "  MISSED ") + text
+
+
+def hot_path_targets(runs):
+    out = []
+    for fam, impl, params in sorted(runs, key=lambda k: (k[0], k[1], int(k[2] or 0)
+                                                         if k[2].isdigit() else 0)):
+        if fam != "hot_pair" or impl != "cachalot":
+            continue
+        c = runs[(fam, impl, params)]["ns"]
+        m = runs.get((fam, "malloc", params))
+        ratio = c / m["ns"] if m else float("nan")
+        ok = c <= 100 and (m is None or ratio <= 3)
+        out.append(verdict(ok, "hot pair %9s B: %6.1f ns (<= 100 ns), %s glibc (<= 3x)"
+                           % (params, c, fmt_ratio(ratio))))
+    return out
+
+
+def holes_target(runs):
+    out = []
+    for impl in ["cachalot"]:
+        h, n = runs.get(("many_holes", impl, "65536")), runs.get(("no_holes", impl, "65536"))
+        if h and n:
+            r = h["ns"] / n["ns"]
+            out.append(verdict(r <= 1.5, "65,536 holes: %.1f ns vs %.1f ns without, %.2fx "
+                               "(<= 1.5x)" % (h["ns"], n["ns"], r)))
+    return out
+
+
+def threads_target(runs):
+    one = runs.get(("threads_own_stream", "cachalot", "threads:1"))
+    two = runs.get(("threads_own_stream", "cachalot", "threads:2"))
+    if not (one and two):
+        return []
+    r = two["ips"] / one["ips"]
+    return [verdict(r >= 1.6, "2 threads on own streams: %.2fx the throughput of 1 (>= 1.6x; "
+                    "%.1f vs %.1f M ops/s)" % (r, two["ips"] / 1e6, one["ips"] / 1e6))]
+
+
+def replay_targets(replays):
+    out = []
+    for r in replays:
+        ok = r["fragmentation"] <= 1.10 and r["ooms"] == 0
+        out.append(verdict(ok, "%-18s fragmentation %.3f (<= 1.10), %d OOM at %s capacity" % (
+            os.path.basename(r["trace"]), r["fragmentation"], r["ooms"],
+            gib(r["capacity_bytes"]))))
+    return out
+
+
+def scaling_lines(runs):
+    lines = []
+    for fam in ("threads_own_stream", "threads_one_stream"):
+        for impl in ["cachalot", "passthrough", "malloc"] + BASELINES[2:]:
+            base = runs.get((fam, impl, "threads:1"))
+            if not base:
+                continue
+            cells = []
+            for t in (1, 2, 4, 8):
+                r = runs.get((fam, impl, "threads:%d" % t))
+                if r:
+                    cells.append("%d: %5.1f M/s %5.2fx %5.1f cpu-ns" % (
+                        t, r["ips"] / 1e6, r["ips"] / base["ips"], r["cpu_ns"]))
+            lines.append("%-19s %-11s %s" % (fam, impl, " | ".join(cells)))
+    lines.append("threads: M ops/s over wall time, its ratio to 1 thread, and CPU ns per "
+                 "operation (all threads' CPU time / all operations: it rises with contention, "
+                 "while wall-time scaling also needs idle cores)")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--replay", action="append", default=[], help="TITLE=FILE.jsonl")
+    ap.add_argument("--target-replay", help="title of the replay set the targets use")
+    ap.add_argument("--plots")
+    ap.add_argument("--device", default="")
+    args = ap.parse_args()
+    context, runs = load_bench(args.bench)
+    out = ["=" * 100, "cachalot main job report", "=" * 100]
+    out.append("device: %s" % (args.device or context.get("cachalot_backend", "?")))
+    load = context.get("load_avg", [])
+    out.append("host: %s, %s CPUs at %s MHz, load average %s when the benchmarks started; %s" % (
+        context.get("host_name", "?"), context.get("num_cpus", "?"), context.get("mhz_per_cpu", "?"),
+        " ".join("%.2f" % x for x in load) or "?", context.get("date", "")))
+    out.append("benchmark config: %s; GPU baselines: %s" % (
+        context.get("cachalot_config", "?"), context.get("gpu_baselines", "?")))
+    out += ["", "--- Benchmarks " + "-" * 85] + bench_table(runs)
+    out += ["", "--- Thread scaling (throughput, and its ratio to 1 thread) " + "-" * 41]
+    out += scaling_lines(runs)
+    sets = []
+    for spec in args.replay:
+        title, path = spec.split("=", 1)
+        sets.append((title, load_replays(path)))
+        out += [""] + replay_table("--- Replays: %s " % title + "-" * 40, sets[-1][1])
+    if args.plots:
+        out += ["", "plots (SVG): %s" % args.plots]
+    out += ["", "--- Targets " + "-" * 88]
+    out += hot_path_targets(runs) + holes_target(runs) + threads_target(runs)
+    for title, replays in sets:
+        if args.target_replay is None or title == args.target_replay:
+            out += replay_targets(replays)
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

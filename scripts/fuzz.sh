@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang++, ASan+UBSan, library instrumented for coverage) in
+# <prefix>-fuzz and runs each from its seed corpus for FUZZ_SECONDS (default 60). New inputs go
+# to <prefix>-fuzz/corpus-<target>, never into the repository; a crash is saved as
+# <prefix>-fuzz/artifacts/<target>-crash-* and fails the script (add it under
+# tests/fuzz/regressions/<target>/ with a name, plus a named test, once fixed).
+#   scripts/fuzz.sh [ops|config|all]        (default all)
+# Environment: BUILD_PREFIX (default <repo>/build), JOBS (default 2), FUZZ_SECONDS.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+which=${1:-all}
+dir=${BUILD_PREFIX:-$root/build}-fuzz
+jobs=${JOBS:-2}
+seconds=${FUZZ_SECONDS:-60}
+cxx=${CXX_FUZZ:-$(command -v clang++-14 || command -v clang++)}
+cc=${CC_FUZZ:-$(command -v clang-14 || command -v clang)}
+
+cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" -DCACHALOT_FUZZ=ON \
+  -DCACHALOT_SANITIZE=address,undefined -DCACHALOT_CUDA=OFF \
+  -DCACHALOT_BUILD_BENCHMARKS=OFF -DCACHALOT_BUILD_EXAMPLES=OFF >/dev/null
+targets=(ops config)
+[[ $which != all ]] && targets=("$which")
+cmake --build "$dir" -j "$jobs" --target "${targets[@]/#/cachalot_fuzz_}"
+
+mkdir -p "$dir/artifacts"
+for t in "${targets[@]}"; do
+  mkdir -p "$dir/corpus-$t"
+  echo "=== fuzzing $t for ${seconds}s"
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+    "$dir/tests/fuzz/cachalot_fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 \
+    -max_len=4096 -artifact_prefix="$dir/artifacts/$t-" \
+    "$dir/corpus-$t" "$root/tests/fuzz/corpus/$t" >"$dir/fuzz-$t.log" 2>&1 || {
+      tail -50 "$dir/fuzz-$t.log"
+      echo "fuzz $t: FAILED (artifacts in $dir/artifacts)" >&2
+      exit 1
+    }
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/fuzz-$t.log" | grep -o '[0-9]*$')
+  echo "fuzz $t: OK, ${runs:-?} executions, corpus $(ls "$dir/corpus-$t" | wc -l) new inputs"
+done

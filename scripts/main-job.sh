@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# cachalot's main job: build Release, run a fast subset of the benchmarks (cachalot and its
+# baselines in one binary) and replay the bundled traces, then print ONE report: every figure
+# with its ratio to the baselines, the replays, and the targets met or missed. Plots (SVG) go
+# to out/plots/. Runs on the GPU when there is one, else on the simulated device, and says so.
+#
+# Environment: BUILD_DIR (build-release), OUT_DIR (out), JOBS (nproc), BENCH_MIN_TIME (0.1 s),
+# BENCH_REPETITIONS (3), BENCH_FILTER (a regex; FULL=1 runs every benchmark).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD=${BUILD_DIR:-build-release}
+OUT=${OUT_DIR:-out}
+JOBS=${JOBS:-$(nproc)}
+MIN_TIME=${BENCH_MIN_TIME:-0.1}
+REPS=${BENCH_REPETITIONS:-3}
+FILTER=${BENCH_FILTER:-'^(hot_pair|many_holes|no_holes|threads_own_stream|threads_one_stream|stream_same|stream_record|stream_free_other)/|^random/[^/]+/n:10000/'}
+[ "${FULL:-0}" = 1 ] && FILTER='.'
+
+say() { echo "main-job: $*" >&2; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+apt_install() {  # quietly, when we may; otherwise say what is missing
+  if have apt-get && [ "$(id -u)" = 0 ]; then
+    say "installing $*"
+    apt-get install -y -qq "$@" >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$@" >/dev/null 2>&1; } ||
+      { say "could not install $*"; exit 1; }
+  else
+    say "missing: $* (install them, then rerun)"
+    exit 1
+  fi
+}
+
+install_prerequisites() {
+  local pkgs=()
+  have cmake || pkgs+=(cmake)
+  have python3 || pkgs+=(python3)
+  have g++ || pkgs+=(g++)
+  [ -e /usr/include/fmt/format.h ] || [ -e /usr/local/include/fmt/format.h ] || pkgs+=(libfmt-dev)
+  [ -e /usr/include/benchmark/benchmark.h ] || [ -e /usr/local/include/benchmark/benchmark.h ] ||
+    pkgs+=(libbenchmark-dev)
+  if [ ${#pkgs[@]} -gt 0 ]; then apt_install "${pkgs[@]}"; fi
+  return 0
+}
+
+build() {
+  local gen=()
+  have ninja && gen=(-G Ninja)
+  mkdir -p "$OUT"
+  say "building Release in $BUILD (log: $OUT/build.log)"
+  if ! { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCACHALOT_BUILD_TESTS=OFF \
+           -DCACHALOT_BUILD_EXAMPLES=OFF -DCACHALOT_BUILD_BENCHMARKS=ON &&
+         cmake --build "$BUILD" -j "$JOBS" --target cachalot_bench cachalot-replay; } \
+       >"$OUT/build.log" 2>&1; then
+    tail -n 40 "$OUT/build.log" >&2
+    say "build failed"
+    exit 1
+  fi
+}
+
+run_benchmarks() {
+  say "running benchmarks (min time ${MIN_TIME}s, ${REPS} repetitions; log: $OUT/bench.txt)"
+  "$BUILD/bench/cachalot_bench" --benchmark_filter="$FILTER" --benchmark_min_time="$MIN_TIME" \
+    --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/bench.json" --benchmark_out_format=json >"$OUT/bench.txt" 2>&1
+}
+
+replay_traces() {
+  local replay="$BUILD/tools/cachalot-replay" traces=(bench/traces/*.csv)
+  mkdir -p "$OUT/plots"
+  say "replaying ${#traces[@]} bundled traces"
+  "$replay" --json --repeat 5 --capacity-factor 1.2 --plot "$OUT/plots/trace.svg" "${traces[@]}" \
+    >"$OUT/replay-1.2x.jsonl"
+  "$replay" --json --repeat 5 --capacity-factor 2 "${traces[@]}" >"$OUT/replay-2x.jsonl"
+  if [ "$GPU" = 1 ]; then
+    "$replay" --json --repeat 5 --config backend:cuda "${traces[@]}" >"$OUT/replay-gpu.jsonl"
+  fi
+}
+
+main() {
+  local start=$SECONDS
+  install_prerequisites
+  build
+  run_benchmarks
+  GPU=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["context"].get("cachalot_backend") == "cuda"))' "$OUT/bench.json")
+  replay_traces
+  local device="simulated device (no CUDA device here)" replays=()
+  [ "$GPU" = 1 ] && device="CUDA GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
+  replays=(--replay "simulated device, capacity 1.2x each trace's peak (targets)=$OUT/replay-1.2x.jsonl"
+           --replay "simulated device, capacity 2x each trace's peak=$OUT/replay-2x.jsonl")
+  [ "$GPU" = 1 ] && replays+=(--replay "CUDA device=$OUT/replay-gpu.jsonl")
+  python3 scripts/bench_report.py --bench "$OUT/bench.json" "${replays[@]}" \
+    --target-replay "simulated device, capacity 1.2x each trace's peak (targets)" \
+    --plots "$OUT/plots/ (requested, allocated and reserved bytes over each replay)" \
+    --device "$device" | tee "$OUT/report.txt"
+  say "done in $((SECONDS - start)) s; report in $OUT/report.txt, plots in $OUT/plots/"
+}
+
+main "$@"

@@ -1,0 +1,140 @@
+// The allocator's accounting invariants, checked from outside through the public API, for the
+// fault sweep, the stress program and the fuzzers. check_invariants() returns "" when every one
+// holds, else a description of the first that fails:
+//  - allocated <= active <= reserved, per pool and for all;
+//  - every byte stat equals the sum over snapshot(): reserved = segment sizes, allocated =
+//    allocated block sizes, active = allocated + pending block sizes, requested = requested
+//    sizes of allocated blocks, inactive split = free bytes of segments not wholly free; the
+//    counts (segments, allocations, pending and free blocks, largest free block) likewise;
+//  - blocks tile their segment exactly, no two free blocks are adjacent;
+//  - on a simulated device: used bytes == reserved, live segments == segments;
+//  - every pointer the caller believes live is owned and has its size.
+// Needs a quiescent allocator (no concurrent calls).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/simulated_device.hpp"
+
+namespace cachalot::testing {
+
+namespace detail_inv {
+struct pool_sums {
+  std::uint64_t reserved = 0, allocated = 0, active = 0, requested = 0, inactive = 0;
+  std::uint64_t segments = 0, allocations = 0;
+};
+
+inline std::string compare(const char* what, std::uint64_t stat, std::uint64_t sum) {
+  if (stat == sum) return "";
+  return std::string(what) + ": stats say " + std::to_string(stat) + ", snapshot sums to " +
+         std::to_string(sum);
+}
+
+inline std::string check_segment(const segment_info& seg, pool_sums& p, std::uint64_t& pending,
+                                 std::uint64_t& free_blocks, std::uint64_t& largest) {
+  std::uintptr_t at = seg.address;
+  bool prev_free = false;
+  std::uint64_t free_bytes = 0;
+  for (const block_info& b : seg.blocks) {
+    if (b.address != at) return "blocks do not tile segment " + std::to_string(seg.address);
+    at += b.size;
+    const bool is_free = b.state == block_state::free;
+    if (is_free && prev_free) return "two adjacent free blocks were not coalesced";
+    prev_free = is_free;
+    if (is_free) {
+      free_bytes += b.size;
+      ++free_blocks;
+      largest = std::max<std::uint64_t>(largest, b.size);
+    } else if (b.state == block_state::allocated) {
+      p.allocated += b.size;
+      p.active += b.size;
+      p.requested += b.requested;
+      ++p.allocations;
+    } else {
+      p.active += b.size;
+      ++pending;
+    }
+  }
+  if (at != seg.address + seg.size) return "blocks do not cover their segment";
+  const bool wholly_free = seg.blocks.size() == 1 && prev_free;
+  if (!wholly_free) p.inactive += free_bytes;
+  p.reserved += seg.size;
+  ++p.segments;
+  return "";
+}
+
+inline std::string check_pool(const char* pool, const memory_stats& s, pool_kind k,
+                              const pool_sums& p) {
+  const std::string prefix = std::string(pool) + " ";
+  for (auto [what, stat, sum] :
+       {std::tuple{"reserved", s.reserved_bytes.of(k).current, p.reserved},
+        std::tuple{"allocated", s.allocated_bytes.of(k).current, p.allocated},
+        std::tuple{"active", s.active_bytes.of(k).current, p.active},
+        std::tuple{"requested", s.requested_bytes.of(k).current, p.requested},
+        std::tuple{"inactive split", s.inactive_split_bytes.of(k).current, p.inactive},
+        std::tuple{"segments", s.segments.of(k).current, p.segments},
+        std::tuple{"allocations", s.allocations.of(k).current, p.allocations}}) {
+    std::string e = compare((prefix + what).c_str(), stat, sum);
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+}  // namespace detail_inv
+
+/// Checks every invariant of the file comment. `live` maps pointers the caller holds to the
+/// size it asked for; `device` may be null (no device checks).
+inline std::string check_invariants(const allocator& a, const simulated_device* device,
+                                    const std::unordered_map<void*, std::size_t>& live) {
+  using namespace detail_inv;
+  const memory_stats s = a.stats();
+  const memory_snapshot snap = a.snapshot();
+  pool_sums pools[pool_count];
+  std::uint64_t pending = 0, free_blocks = 0, largest = 0;
+  for (const segment_info& seg : snap.segments) {
+    std::string e = check_segment(seg, pools[static_cast<std::size_t>(seg.pool)], pending,
+                                  free_blocks, largest);
+    if (!e.empty()) return e;
+  }
+  for (auto [name, k] :
+       {std::pair{"small", pool_kind::small}, std::pair{"large", pool_kind::large}}) {
+    std::string e = check_pool(name, s, k, pools[static_cast<std::size_t>(k)]);
+    if (!e.empty()) return e;
+  }
+  const auto& all = s.reserved_bytes.all.current;
+  if (all != pools[0].reserved + pools[1].reserved) return "reserved (all) != small + large";
+  if (s.allocated_bytes.all.current > s.active_bytes.all.current ||
+      s.active_bytes.all.current > all) {
+    return "allocated <= active <= reserved does not hold";
+  }
+  for (auto [what, stat, sum] :
+       {std::tuple{"pending blocks", s.num_pending_blocks, pending},
+        std::tuple{"free blocks", s.num_free_blocks, free_blocks},
+        std::tuple{"largest free block", s.largest_free_block, largest},
+        std::tuple{"live allocations", s.allocations.all.current, std::uint64_t{live.size()}}}) {
+    std::string e = compare(what, stat, sum);
+    if (!e.empty()) return e;
+  }
+  if (device != nullptr) {
+    const sim_counters c = device->counters();
+    std::string e = compare("device used bytes vs reserved", all, c.used_bytes);
+    if (e.empty())
+      e = compare("device live segments vs segments", s.segments.all.current, c.live_segments);
+    if (!e.empty()) return e;
+  }
+  std::uint64_t requested = 0;
+  for (const auto& [ptr, size] : live) {
+    if (!a.owns(ptr)) return "a live pointer is not owned";
+    if (a.allocation_size(ptr) < size) return "a live allocation is smaller than requested";
+    requested += size;
+  }
+  return compare("requested vs caller's live sizes", s.requested_bytes.all.current, requested);
+}
+
+}  // namespace cachalot::testing

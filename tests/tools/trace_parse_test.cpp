@@ -1,0 +1,121 @@
+// Parsing of RMM-format traces: valid lines, summaries, and every kind of malformed input
+// giving an error that names the file and the line.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "trace/trace.hpp"
+
+namespace cachalot::tools {
+namespace {
+
+const std::string header = "Thread,Time,Action,Pointer,Size,Stream\n";
+
+TEST(TraceParse, ReadsEveryField) {
+  const trace t =
+      parse_trace_text(header +
+                           "140071234,12:03:04.123456,allocate,0x7f0000000000,1024,0x0\n"
+                           "7,00:00:01.5,free,0x7f0000000000,1024,0x55aa\r\n"
+                           "\n"
+                           "7,23:59:59.000001,allocate failure,(nil),4096,55aa\n",
+                       "t.csv");
+  ASSERT_EQ(t.events.size(), 3u);
+  const trace_event& a = t.events[0];
+  EXPECT_EQ(a.thread, 140071234u);
+  EXPECT_EQ(a.time_us, ((12ull * 60 + 3) * 60 + 4) * 1000000ull + 123456ull);
+  EXPECT_EQ(a.action, trace_action::allocate);
+  EXPECT_EQ(a.pointer, 0x7f0000000000u);
+  EXPECT_EQ(a.size, 1024u);
+  EXPECT_EQ(a.stream, 0u);
+  EXPECT_EQ(a.line, 2u);
+  EXPECT_EQ(t.events[1].time_us, 1500000u);
+  EXPECT_EQ(t.events[1].stream, 0x55aau);
+  EXPECT_EQ(t.events[2].action, trace_action::allocate_failure);
+  EXPECT_EQ(t.events[2].pointer, 0u);
+  EXPECT_EQ(t.events[2].stream, 0x55aau);
+  EXPECT_EQ(t.events[2].line, 5u);
+}
+
+TEST(TraceParse, SummaryFindsPeakAndAnomalies) {
+  const trace t = parse_trace_text(header +
+                                       "1,00:00:00.000001,allocate,0x1000,100,0x0\n"
+                                       "1,00:00:00.000002,allocate,0x2000,300,0x1\n"
+                                       "2,00:00:00.000003,free,0x1000,100,0x0\n"
+                                       "2,00:00:00.000004,free,0x9999,8,0x0\n"
+                                       "1,00:00:00.000005,allocate,0x3000,50,0x0\n"
+                                       "1,00:00:00.000006,allocate failure,0x0,999,0x0\n",
+                                   "s.csv");
+  const trace_summary s = summarize(t);
+  EXPECT_EQ(s.ops, 5u);
+  EXPECT_EQ(s.allocations, 3u);
+  EXPECT_EQ(s.frees, 2u);
+  EXPECT_EQ(s.unknown_frees, 1u);
+  EXPECT_EQ(s.recorded_failures, 1u);
+  EXPECT_EQ(s.threads, 2u);
+  EXPECT_EQ(s.streams, 2u);
+  EXPECT_EQ(s.peak_requested_bytes, 400u);
+  EXPECT_EQ(s.largest_allocation, 300u);
+}
+
+TEST(TraceParse, HeaderOnlyIsAnEmptyTrace) {
+  EXPECT_TRUE(parse_trace_text(header, "h.csv").events.empty());
+}
+
+struct malformed_case {
+  const char* text;
+  std::size_t line;
+};
+
+class TraceMalformed : public ::testing::TestWithParam<malformed_case> {};
+
+TEST_P(TraceMalformed, NamesFileAndLine) {
+  const malformed_case& c = GetParam();
+  try {
+    parse_trace_text(c.text, "bad.csv");
+    FAIL() << "no error for: " << c.text;
+  } catch (const trace_error& e) {
+    EXPECT_EQ(e.file(), "bad.csv");
+    EXPECT_EQ(e.line(), c.line);
+    EXPECT_NE(std::string(e.what()).find("bad.csv:" + std::to_string(c.line) + ": "),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Inputs, TraceMalformed,
+    ::testing::Values(
+        malformed_case{"", 1}, malformed_case{"Thread,Time,Action\n", 1},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,allocate,0x10,8\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n\n1,0:0:0.1,free,0x1,8,0x0,9\n", 3},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\nx,00:00:00.1,free,0x1,8,0x0\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00,free,0x1,8,0x0\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:61:00.1,free,0x1,8,0x0\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.,free,0x1,8,0x0\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,alloc,0x1,8,0x0\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,free,0xZZ,8,0x0\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,free,0x1,-8,0x0\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,free,0x1,"
+                       "99999999999999999999,0\n",
+                       2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,free,0x1,8,s1\n", 2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,allocate,(nil),8,0\n",
+                       2}));
+
+TEST(TraceLoad, MissingFileIsAnError) {
+  EXPECT_THROW(load_trace("/nonexistent/trace.csv"), trace_error);
+}
+
+TEST(TraceLoad, BundledTracesAreWellFormed) {
+  for (const char* name : {"llm_inference.csv", "llm_training.csv", "cnn_training.csv"}) {
+    const trace t = load_trace(std::string(CACHALOT_TRACES_DIR) + "/" + name);
+    const trace_summary s = summarize(t);
+    EXPECT_GT(s.ops, 5000u) << name;
+    EXPECT_EQ(s.unknown_frees, 0u) << name;
+    EXPECT_EQ(s.allocations, s.frees) << name;
+    EXPECT_GT(s.peak_requested_bytes, 0u) << name;
+  }
+}
+
+}  // namespace
+}  // namespace cachalot::tools

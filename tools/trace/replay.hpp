@@ -1,0 +1,95 @@
+// Replay of a parsed trace on a cachalot allocator. The trace is first prepared: every free is
+// resolved to the allocation it frees, so the timed loop only indexes arrays. The replay then
+// issues the operations in log order, on the trace's streams, either from one OS thread per
+// trace thread (handing over in log order) or from the calling thread alone. Allocations that
+// fail are counted and the replay goes on; frees of pointers the trace never allocated are
+// counted at preparation and skipped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cachalot/config.hpp"
+#include "trace/trace.hpp"
+
+namespace cachalot::tools {
+
+/// One operation of a prepared trace.
+struct replay_op {
+  bool is_allocate = true;   ///< allocate, else free
+  bool hand_over = false;    ///< the next op runs on another thread
+  std::uint32_t thread = 0;  ///< dense thread index
+  std::uint32_t stream = 0;  ///< dense stream index
+  std::uint32_t slot = 0;    ///< allocation slot (the allocate that a free frees)
+  std::size_t size = 0;      ///< bytes (allocations)
+};
+
+/// A trace ready to replay.
+struct prepared_trace {
+  std::string name;                     ///< trace name
+  trace_summary summary;                ///< figures from the trace alone
+  std::vector<replay_op> ops;           ///< operations in log order
+  std::vector<std::uintptr_t> streams;  ///< logged handle of each dense stream index
+  std::size_t threads = 0;              ///< distinct threads
+  std::size_t slots = 0;                ///< allocation slots
+};
+
+/// Resolves frees to allocations and numbers threads and streams.
+prepared_trace prepare(const trace& t);
+
+/// How to replay.
+struct replay_options {
+  bool use_threads = true;  ///< one OS thread per trace thread (else all on the caller)
+  bool sample = false;      ///< record the timeline (slower; for plots)
+  /// Called now and then with the fraction done (from a replaying thread).
+  std::function<void(double)> progress;
+};
+
+/// Memory in use after some operation.
+struct timeline_point {
+  std::size_t op = 0;         ///< operations done
+  std::size_t requested = 0;  ///< requested bytes live
+  std::size_t allocated = 0;  ///< allocated bytes live
+  std::size_t reserved = 0;   ///< reserved bytes
+};
+
+/// What a replay measured.
+struct replay_result {
+  std::string backend;               ///< backend name
+  std::size_t capacity = 0;          ///< device capacity in bytes
+  std::size_t ops = 0;               ///< operations issued
+  std::size_t threads = 0;           ///< OS threads used
+  std::size_t peak_requested = 0;    ///< bytes
+  std::size_t peak_allocated = 0;    ///< bytes
+  std::size_t peak_reserved = 0;     ///< bytes
+  double fragmentation = 0.0;        ///< peak reserved / peak requested (0 when nothing)
+  std::size_t ooms = 0;              ///< allocations that failed for lack of memory
+  std::size_t errors = 0;            ///< other allocator errors (none expected)
+  std::size_t skipped_frees = 0;     ///< frees of allocations that failed or were empty
+  std::uint64_t segment_allocs = 0;  ///< device segment allocations
+  std::uint64_t segment_frees = 0;   ///< device segment frees
+  double wall_ns = 0.0;              ///< wall time of the operations
+  /// Time spent issuing operations, summed over threads; excludes the waits of threads for
+  /// their turn (equal to wall_ns on one thread).
+  double busy_ns = 0.0;
+  double ns_per_op = 0.0;                ///< busy_ns / ops
+  std::vector<timeline_point> timeline;  ///< filled when sampling
+};
+
+/// Replays a prepared trace on a new allocator made from `cfg`.
+/// @throws cachalot::error if the allocator cannot be created
+replay_result replay(const prepared_trace& p, const config& cfg, const replay_options& options);
+
+/// The config of a replay: `user` (key:value string) on the simulated device unless it names a
+/// backend; capacity from `user` if given, else `capacity_factor` x the trace's peak requested
+/// bytes rounded up to 2 MiB. @throws cachalot::invalid_argument for a bad string
+config replay_config(std::string_view user, const trace_summary& s, double capacity_factor);
+
+/// The pass-through baseline of a config (caching off, same backend and capacity).
+config baseline_config(const config& cfg);
+
+}  // namespace cachalot::tools

@@ -1,0 +1,28 @@
+// Output of cachalot-replay: the per-trace text table (cachalot beside the pass-through
+// baseline) and the one-line JSON object per trace.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "trace/replay.hpp"
+
+namespace cachalot::tools {
+
+/// Everything reported for one trace.
+struct trace_report {
+  std::string trace;                      ///< trace path
+  trace_summary summary;                  ///< figures from the trace alone
+  std::size_t repeat = 1;                 ///< replays per allocator
+  replay_result result;                   ///< cachalot (ns_per_op: median of the repeats)
+  std::optional<replay_result> baseline;  ///< pass-through (caching:0), when run
+  std::string plot_file;                  ///< SVG written, if any
+};
+
+/// A human-readable table.
+std::string format_text(const trace_report& r);
+/// One JSON object on one line (no trailing newline).
+std::string format_json(const trace_report& r);
+
+}  // namespace cachalot::tools
