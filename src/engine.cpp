@@ -122,26 +122,62 @@ void engine::record_stream(void* ptr, stream_t stream) {
 }
 
 memory_stats engine::stats() const {
-  memory_stats s = stats_.get();
-  std::uint64_t free_blocks = 0;
-  std::uint64_t largest = 0;
-  const auto list = states();
-  for (stream_state* ss : list) {
-    std::lock_guard<spinlock> lock(ss->lock);
-    for (const free_index& index : ss->index) {
-      free_blocks += index.count();
-      if (const block* b = index.largest()) largest = std::max<std::uint64_t>(largest, b->size);
+  memory_stats s;
+  all_streams_lock all(*this);
+  pool_stats* groups[quantity_count] = {};
+  groups[q_requested] = &s.requested_bytes;
+  groups[q_allocated] = &s.allocated_bytes;
+  groups[q_active] = &s.active_bytes;
+  groups[q_inactive] = &s.inactive_split_bytes;
+  groups[q_allocations] = &s.allocations;
+  groups[q_reserved] = &s.reserved_bytes;
+  groups[q_segments] = &s.segments;
+  for (std::size_t q = 0; q < quantity_count; ++q) {
+    stat* by_pool[pool_count + 1] = {&groups[q]->small, &groups[q]->large, &groups[q]->all};
+    for (const stream_state* ss : all.streams()) {
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        for (stat* st : {by_pool[p], by_pool[pool_count]}) {
+          st->current += ss->stats.current(q, p);
+          st->allocated += ss->stats.increases(q, p);
+          st->freed += ss->stats.decreases(q, p);
+        }
+      }
     }
-    free_blocks += ss->oversize.size();
-    if (!ss->oversize.empty()) {
-      largest = std::max<std::uint64_t>(largest, ss->oversize.rbegin()->first);
+    // Peaks are raised when `all` is released; they are at least the totals just summed.
+    for (std::size_t p = 0; p <= pool_count; ++p) {
+      by_pool[p]->peak = std::max(gstats_.peak(q, p), by_pool[p]->current);
     }
   }
-  s.num_free_blocks = free_blocks;
-  s.largest_free_block = largest;
-  s.num_streams = list.size();
+  for (const stream_state* ss : all.streams()) {
+    s.num_allocs += ss->stats.num_allocs;
+    s.num_frees += ss->stats.num_frees;
+    s.num_oversize_allocs += ss->stats.num_oversize;
+    s.num_deferred_frees += ss->stats.num_deferred;
+    s.num_pending_blocks += ss->stats.num_pending;
+    s.num_segment_allocs += ss->stats.num_segment_allocs;
+    s.num_segment_frees += ss->stats.num_segment_frees;
+    for (const free_index& index : ss->index) {
+      s.num_free_blocks += index.count();
+      if (const block* b = index.largest()) {
+        s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
+      }
+    }
+    s.num_free_blocks += ss->oversize.size();
+    if (!ss->oversize.empty()) {
+      s.largest_free_block =
+          std::max<std::uint64_t>(s.largest_free_block, ss->oversize.rbegin()->first);
+    }
+  }
+  s.num_streams = all.streams().size();
+  s.num_ooms = gstats_.num_ooms.load(std::memory_order_relaxed);
+  s.num_alloc_retries = gstats_.num_retries.load(std::memory_order_relaxed);
+  s.num_cache_flushes = gstats_.num_flushes.load(std::memory_order_relaxed);
+  s.num_device_syncs = gstats_.num_syncs.load(std::memory_order_relaxed);
+  s.num_use_after_free_writes = gstats_.num_use_after_free.load(std::memory_order_relaxed);
   return s;
 }
+
+void engine::reset_peak_stats() { all_streams_lock all(*this, nullptr, true); }
 
 memory_snapshot engine::snapshot() const {
   memory_snapshot snap;

@@ -21,15 +21,15 @@ std::size_t engine::segment_size_for(pool_kind pool, std::size_t rounded) const 
 }
 
 void* engine::grow(std::size_t bytes, stream_t stream) {
-  if (!stats_.reserve_room(bytes, memory_limit_)) return nullptr;
+  if (!gstats_.reserve_room(bytes, memory_limit_)) return nullptr;
   void* base = nullptr;
   try {
     base = backend_->allocate_segment(bytes, stream);
   } catch (...) {
-    stats_.unreserve_room(bytes);
+    gstats_.release_room(bytes);
     throw;
   }
-  if (base == nullptr) stats_.unreserve_room(bytes);
+  if (base == nullptr) gstats_.release_room(bytes);
   return base;
 }
 
@@ -41,25 +41,43 @@ block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::si
   seg->size = size;
   seg->pool = pool;
   seg->owner = &ss;
-  block* b = nullptr;
-  {
-    std::lock_guard<spinlock> lock(ss.lock);
-    block* whole = ss.nodes.acquire(&ss);
-    whole->addr = seg->base;
-    whole->size = size;
-    whole->seg = seg.get();
-    seg->first = whole;
-    ss.link(seg.release());
-    stats_.on_segment_alloc(pool, size);
-    b = hand_out(ss, whole, rounded, requested);
-  }
-  stats_.unreserve_room(size);
-  return b;
+  all_streams_lock all(*this, &ss);
+  block* whole = ss.nodes.acquire(&ss);
+  whole->addr = seg->base;
+  whole->size = size;
+  whole->seg = seg.get();
+  seg->first = whole;
+  ss.link(seg.release());
+  stats_delta d;
+  d.d[q_reserved] = static_cast<std::int64_t>(size);
+  d.d[q_segments] = 1;
+  d.whole_free = static_cast<std::int64_t>(size);
+  ss.stats.apply(pool, d.derive_inactive());
+  ++ss.stats.num_segment_allocs;
+  insert_free(ss, whole);
+  bool unused = false;
+  return claim(ss, whole, pool, rounded, requested, true, &unused);
+}
+
+block* engine::take_all_locked(stream_state& ss, pool_kind pool, std::size_t rounded,
+                               std::size_t requested) {
+  all_streams_lock all(*this, &ss);
+  bool unused = false;
+  return take_cached(ss, pool, rounded, requested, true, &unused);
+}
+
+void engine::free_block_all_locked(block* b) {
+  all_streams_lock all(*this, b->owner);
+  free_block(*b->owner, b, true);
 }
 
 block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
-                             std::size_t requested) {
+                             std::size_t requested, bool over_ceiling) {
   const stream_t stream = ss.stream;
+  // 0. A block fits but its stats crossed this stream's ceiling: redo with every stream locked.
+  if (over_ceiling) {
+    if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+  }
   if (backend_->is_capturing(stream)) {
     if (tracer_) tracer_->on_allocate_failure(requested, stream);
     CACHALOT_FAIL(not_supported,
@@ -71,8 +89,7 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // 1. Blocks whose events have completed may fit.
   if (caching_ && pending_count_.load(std::memory_order_acquire) != 0) {
     poll_pending(false);
-    std::lock_guard<spinlock> lock(ss.lock);
-    if (block* b = take_cached(ss, pool, rounded, requested)) return b;
+    if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
   }
   // 2. A new segment.
   const std::size_t seg_size = segment_size_for(pool, rounded);
@@ -83,13 +100,10 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
     return add_segment(ss, pool, base, seg_size, rounded, requested);
   }
   // 3. Complete pending events, release every cached segment, retry.
-  stats_.count_retry();
+  gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
   poll_pending(true);
   release_cached(0, false);
-  {
-    std::lock_guard<spinlock> lock(ss.lock);
-    if (block* b = take_cached(ss, pool, rounded, requested)) return b;
-  }
+  if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
   if (void* base = grow(seg_size, stream)) {
     return add_segment(ss, pool, base, seg_size, rounded, requested);
   }
@@ -101,7 +115,7 @@ void engine::fail_impossible(std::size_t bytes, stream_t stream) {
 }
 
 void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
-  stats_.count_oom();
+  gstats_.num_ooms.fetch_add(1, std::memory_order_relaxed);
   if (tracer_) tracer_->on_allocate_failure(bytes, stream);
   const memory_stats s = stats();
   oom_info info;
@@ -135,14 +149,11 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
 
 // --- oversize blocks -------------------------------------------------------------------------
 
-block* engine::take_oversize(stream_state& ss, std::size_t rounded) {
+block* engine::find_oversize(stream_state& ss, std::size_t rounded) {
   // A block far bigger than the request would be wasted: accept at most one large segment more.
   auto it = ss.oversize.lower_bound(rounded);
   if (it == ss.oversize.end() || it->first >= rounded + cfg_.large_segment_size) return nullptr;
-  block* b = it->second;
-  ss.oversize.erase(it);
-  b->oversize = false;
-  return b;
+  return it->second;
 }
 
 void engine::insert_oversize(stream_state& ss, block* b) {
@@ -211,7 +222,14 @@ void engine::free_deferred(block* b, stream_t stream) {
     std::lock_guard<spinlock> lock(ss.lock);
     b->state = block_state::pending;
     b->used_on.clear();
-    stats_.on_free(b->seg->pool, b->size, b->requested, true, 0);
+    stats_delta d;  // decreases only: never crosses a ceiling
+    d.d[q_requested] = -static_cast<std::int64_t>(b->requested);
+    d.d[q_allocated] = -static_cast<std::int64_t>(b->size);
+    d.d[q_allocations] = -1;
+    ss.stats.apply(b->seg->pool, d.derive_inactive());
+    ++ss.stats.num_frees;
+    ++ss.stats.num_deferred;
+    ++ss.stats.num_pending;
   }
   std::lock_guard<std::mutex> lock(pending_mutex_);
   pending_.push_back(pending_free{b, std::move(events)});
@@ -257,7 +275,7 @@ void engine::poll_pending(bool wait) {
       error = std::current_exception();
     }
   }
-  if (synced) stats_.count_sync();
+  if (synced) gstats_.num_syncs.fetch_add(1, std::memory_order_relaxed);
   for (block* b : ready) finish_pending(b);
   if (error) std::rethrow_exception(error);
 }
@@ -267,21 +285,22 @@ void engine::finish_pending(block* b) {
   if (!caching_) {
     std::lock_guard<std::mutex> release_lock(release_mutex_);
     segment* seg = b->seg;
-    {
-      std::lock_guard<spinlock> lock(ss.lock);
-      const std::size_t size = b->size;
-      const std::size_t whole = release_block(ss, b);
-      stats_.on_pending_done(seg->pool, size, whole);
-    }
+    complete_pending(ss, b);
     release_or_keep(ss, seg);
     return;
   }
   if (poison_) poison(b->addr, b->size);  // free from now on; nobody else reaches it yet
-  std::lock_guard<spinlock> lock(ss.lock);
-  const std::size_t size = b->size;
-  const pool_kind pool = b->seg->pool;
-  const std::size_t whole = release_block(ss, b);
-  stats_.on_pending_done(pool, size, whole);
+  complete_pending(ss, b);
+}
+
+void engine::complete_pending(stream_state& ss, block* b) {
+  all_streams_lock all(*this, &ss);  // inactive-split bytes may rise
+  stats_delta d;
+  d.d[q_active] = -static_cast<std::int64_t>(b->size);
+  d.whole_free = static_cast<std::int64_t>(whole_after_free(b));
+  ss.stats.apply(b->seg->pool, d.derive_inactive());
+  --ss.stats.num_pending;
+  release_block(ss, b);
 }
 
 // --- releasing cached memory -----------------------------------------------------------------
@@ -307,8 +326,14 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
   {
     std::lock_guard<spinlock> lock(ss.lock);
     ss.nodes.release(b);
-    stats_.on_segment_free(seg->pool, seg->size);
+    stats_delta d;  // decreases only (inactive-split bytes are unchanged)
+    d.d[q_reserved] = -static_cast<std::int64_t>(seg->size);
+    d.d[q_segments] = -1;
+    d.whole_free = -static_cast<std::int64_t>(seg->size);
+    ss.stats.apply(seg->pool, d.derive_inactive());
+    ++ss.stats.num_segment_frees;
   }
+  gstats_.release_room(seg->size);
   delete seg;
   return true;
 }
@@ -344,10 +369,10 @@ std::size_t engine::release_cached(std::size_t target_reserved, bool largest_fir
   }
   std::size_t released = 0;
   for (const candidate& c : candidates) {
-    if (stats_.reserved() <= target_reserved) break;
+    if (gstats_.committed() <= target_reserved) break;
     if (release_segment(*c.ss, c.seg)) released += c.size;
   }
-  stats_.count_flush();
+  gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
   return released;
 }
 
@@ -358,7 +383,7 @@ void engine::empty_cache() {
 
 std::size_t engine::trim(std::size_t target_reserved_bytes) {
   process_events();
-  if (stats_.reserved() <= target_reserved_bytes) return 0;
+  if (gstats_.committed() <= target_reserved_bytes) return 0;
   return release_cached(target_reserved_bytes, true);
 }
 
@@ -376,13 +401,9 @@ void engine::deallocate_passthrough(void* ptr, stream_t stream, bool on_stream) 
   bool deferred = false;
   segment* seg = b->seg;
   {
-    std::lock_guard<spinlock> lock(ss.lock);
+    all_streams_lock all(*this, &ss);
     deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
-    if (!deferred) {
-      const std::size_t size = b->size;
-      const std::size_t whole = release_block(ss, b);
-      stats_.on_free(seg->pool, size, requested, false, whole);
-    }
+    if (!deferred) free_block(ss, b, true);
   }
   if (deferred) {
     release_lock.unlock();

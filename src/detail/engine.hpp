@@ -38,6 +38,7 @@
 #include "detail/pointer_map.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_state.hpp"
+#include "detail/stream_state.hpp"
 #include "detail/trace_writer.hpp"
 
 namespace cachalot::detail {
@@ -72,12 +73,13 @@ class engine {
     const pool_kind pool = rounded <= small_size_ ? pool_kind::small : pool_kind::large;
     stream_state& ss = state_for(stream);
     block* b = nullptr;
+    bool over_ceiling = false;
     {
       std::lock_guard<spinlock> lock(ss.lock);
-      b = take_cached(ss, pool, rounded, bytes);
+      b = take_cached(ss, pool, rounded, bytes, false, &over_ceiling);
     }
     if (b == nullptr) [[unlikely]]
-      b = allocate_slow(ss, pool, rounded, bytes);
+      b = allocate_slow(ss, pool, rounded, bytes, over_ceiling);
     map_.insert(b->addr, b);
     void* ptr = reinterpret_cast<void*>(b->addr);
     if (alloc_hooks_) [[unlikely]]
@@ -109,7 +111,7 @@ class engine {
   }
 
   memory_stats stats() const;
-  void reset_peak_stats() noexcept { stats_.reset_peaks(); }
+  void reset_peak_stats();
   memory_snapshot snapshot() const;
   std::string memory_summary() const;
   std::size_t allocation_size(const void* ptr) const;
@@ -133,16 +135,13 @@ class engine {
     stream_state& ss = *b->owner;
     const std::size_t requested = b->requested;
     bool deferred = false;
+    bool done = false;
     {
       std::lock_guard<spinlock> lock(ss.lock);
       deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
-      if (!deferred) [[likely]] {
-        const std::size_t size = b->size;
-        const pool_kind pool = b->seg->pool;
-        const std::size_t whole = release_block(ss, b);
-        stats_.on_free(pool, size, requested, false, whole);
-      }
+      if (!deferred) [[likely]] done = free_block(ss, b, false);
     }
+    if (!deferred && !done) [[unlikely]] free_block_all_locked(b);
     if (deferred) [[unlikely]] {
       free_deferred(b, on_stream ? stream : ss.stream);
     }
@@ -163,32 +162,83 @@ class engine {
     return state_for_slow(stream);
   }
 
-  /// Under ss.lock: takes a cached block of `rounded` bytes, or nullptr.
-  block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested) {
+  /// Under ss.lock: takes a cached block of `rounded` bytes, or returns nullptr: no block fits,
+  /// or (`*over_ceiling` set) taking it would cross a stats ceiling and must be redone with
+  /// every stream locked. `forced` (every stream locked) applies the stats unconditionally.
+  block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
+                     bool forced, bool* over_ceiling) {
     if (!caching_) [[unlikely]]
       return nullptr;
-    block* b;
-    if (rounded < max_split_size_) [[likely]] {
-      free_index& index = ss.index[static_cast<std::size_t>(pool)];
-      b = index.find(rounded);
-      if (b == nullptr) return nullptr;
-      index.remove(b);
-    } else {
-      b = take_oversize(ss, rounded);
-      if (b == nullptr) return nullptr;
-    }
-    return hand_out(ss, b, rounded, requested);
+    const bool oversize = rounded >= max_split_size_;
+    block* b = oversize ? find_oversize(ss, rounded)
+                        : ss.index[static_cast<std::size_t>(pool)].find(rounded);
+    if (b == nullptr) return nullptr;
+    return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
   }
 
-  /// Under ss.lock: marks a block removed from the free structures as allocated, splitting off
-  /// the remainder when it is worth keeping.
-  block* hand_out(stream_state& ss, block* b, std::size_t rounded, std::size_t requested) {
+  /// Under ss.lock: hands out free block `b` (still in the free structures) for `rounded`
+  /// bytes, splitting off the remainder when worth keeping; see take_cached for the rest.
+  block* claim(stream_state& ss, block* b, pool_kind pool, std::size_t rounded,
+               std::size_t requested, bool forced, bool* over_ceiling) {
+    const bool split_it = should_split(b, rounded);
+    const std::size_t size = split_it ? rounded : b->size;
     const std::size_t whole = b->whole() ? b->seg->size : 0;
-    if (should_split(b, rounded)) split(ss, b, rounded);
+    if (forced) [[unlikely]] {
+      ss.stats.apply(pool, alloc_delta(size, requested, whole));
+    } else if (!ss.stats.try_alloc(pool, size, requested, whole)) [[unlikely]] {
+      *over_ceiling = true;
+      return nullptr;
+    }
+    remove_free(ss, b);
+    if (split_it) split(ss, b, rounded);
     b->state = block_state::allocated;
     b->requested = requested;
-    stats_.on_alloc(b->seg->pool, b->size, requested, whole, b->size >= max_split_size_);
+    ++ss.stats.num_allocs;
+    if (b->size >= max_split_size_) [[unlikely]]
+      ++ss.stats.num_oversize;
     return b;
+  }
+
+  static stats_delta alloc_delta(std::size_t size, std::size_t requested,
+                                 std::size_t whole) noexcept {
+    stats_delta d;
+    d.d[q_requested] = static_cast<std::int64_t>(requested);
+    d.d[q_allocated] = static_cast<std::int64_t>(size);
+    d.d[q_active] = static_cast<std::int64_t>(size);
+    d.d[q_allocations] = 1;
+    d.whole_free = -static_cast<std::int64_t>(whole);
+    return d.derive_inactive();
+  }
+
+  /// Bytes of the segment if freeing `b` (allocated or pending) leaves it wholly free, else 0.
+  /// Adjacent free blocks are always coalesced, so a free neighbour has no free neighbour.
+  static std::size_t whole_after_free(const block* b) noexcept {
+    const block* p = b->prev;
+    const block* n = b->next;
+    const bool low = p == nullptr || (p->state == block_state::free && p->prev == nullptr);
+    const bool high = n == nullptr || (n->state == block_state::free && n->next == nullptr);
+    return low && high ? b->seg->size : 0;
+  }
+
+  /// Under ss.lock: frees an allocated block (not deferred). False, with nothing changed, if its
+  /// stats would cross a ceiling (then redo with `forced` and every stream locked).
+  bool free_block(stream_state& ss, block* b, bool forced) {
+    const pool_kind pool = b->seg->pool;
+    const std::size_t whole = whole_after_free(b);
+    if (forced) [[unlikely]] {
+      stats_delta d;
+      d.d[q_requested] = -static_cast<std::int64_t>(b->requested);
+      d.d[q_allocated] = -static_cast<std::int64_t>(b->size);
+      d.d[q_active] = -static_cast<std::int64_t>(b->size);
+      d.d[q_allocations] = -1;
+      d.whole_free = static_cast<std::int64_t>(whole);
+      ss.stats.apply(pool, d.derive_inactive());
+    } else if (!ss.stats.try_free(pool, b->size, b->requested, whole)) [[unlikely]] {
+      return false;
+    }
+    ++ss.stats.num_frees;
+    release_block(ss, b);
+    return true;
   }
 
   bool should_split(const block* b, std::size_t rounded) const noexcept {
@@ -250,11 +300,45 @@ class engine {
     return b->whole() ? b->seg->size : 0;
   }
 
+  /// Holds the stats mutex and every stream lock (in registry order); on release, raises the
+  /// peaks and shares out new stats ceilings. Lock order: release_mutex_, stats_mutex_,
+  /// registry_mutex_ (shared), stream locks.
+  class all_streams_lock {
+   public:
+    explicit all_streams_lock(const engine& e, const stream_state* trigger = nullptr,
+                              bool reset_peaks = false)
+        : e_(e),
+          guard_(e.stats_mutex_),
+          list_(e.states()),
+          trigger_(trigger),
+          reset_(reset_peaks) {
+      for (stream_state* ss : list_) ss->lock.lock();
+    }
+    ~all_streams_lock() {
+      e_.gstats_.rebalance(list_, trigger_, reset_);
+      for (auto it = list_.rbegin(); it != list_.rend(); ++it) (*it)->lock.unlock();
+    }
+    all_streams_lock(const all_streams_lock&) = delete;
+    all_streams_lock& operator=(const all_streams_lock&) = delete;
+    const std::vector<stream_state*>& streams() const noexcept { return list_; }
+
+   private:
+    const engine& e_;
+    std::lock_guard<std::mutex> guard_;
+    std::vector<stream_state*> list_;
+    const stream_state* trigger_;
+    bool reset_;
+  };
+
   // --- cold paths (engine_slow.cpp) ---
   [[gnu::noinline]] stream_state& state_for_slow(stream_t stream);
   [[gnu::noinline]] block* allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
-                                         std::size_t requested);
-  [[gnu::noinline]] block* take_oversize(stream_state& ss, std::size_t rounded);
+                                         std::size_t requested, bool over_ceiling);
+  [[gnu::noinline]] void free_block_all_locked(block* b);
+  [[gnu::noinline]] block* take_all_locked(stream_state& ss, pool_kind pool, std::size_t rounded,
+                                           std::size_t requested);
+  void complete_pending(stream_state& ss, block* b);
+  [[gnu::noinline]] block* find_oversize(stream_state& ss, std::size_t rounded);
   [[gnu::noinline]] void insert_oversize(stream_state& ss, block* b);
   [[gnu::noinline]] void remove_oversize(stream_state& ss, block* b);
   [[gnu::noinline]] void free_deferred(block* b, stream_t stream);
@@ -308,7 +392,8 @@ class engine {
   bool alloc_hooks_;  ///< tracer_ || poison_: allocations go through after_allocate
 
   pointer_map map_;
-  stats_tracker stats_;
+  mutable global_stats gstats_;
+  mutable std::mutex stats_mutex_;  // peaks and ceilings; taken before any stream lock
   std::unique_ptr<trace_writer> tracer_;
 
   mutable std::shared_mutex registry_mutex_;

@@ -1,210 +1,244 @@
-// The allocator's counters, exact and consistent. Every change is one call that takes a short
-// spinlock (a leaf lock: nothing else is acquired while it is held). Each quantity is kept as
-// two monotonic totals, increases and decreases (current = inc - dec), plus a peak, for all
-// pools and for each pool, so that an update is an add and a compare. Inactive-split bytes are
-// derived: reserved - active - bytes of segments that are entirely free.
+// Exact statistics without a shared hot-path lock.
+//
+// Every stream keeps its own counters (stream_stats), changed under its stream lock: for each
+// quantity and pool, monotonic totals of increases and decreases (current = inc - dec), and a
+// *ceiling*. The engine keeps the peaks (global_stats). Invariant: for every quantity, the sum
+// of the streams' ceilings of a pool never exceeds that pool's recorded peak, and the sum over
+// both pools never exceeds the all-pools peak. A change that stays under its stream's ceilings
+// therefore cannot create a new peak and is applied locally with no shared write. A change that
+// would cross a ceiling is redone under the stats mutex with every stream lock held: the exact
+// totals are summed, peaks raised, and the headroom under the peaks shared out as new
+// ceilings. Peaks are thus the exact maxima over every consistent state, and steady-state
+// traffic (each stream reusing what it freed) never touches shared memory.
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
 #include "cachalot/stats.hpp"
-#include "detail/spinlock.hpp"
 
 namespace cachalot::detail {
 
-/// Thread-safe counters of one allocator.
-class stats_tracker {
+/// Quantities with current / peak / cumulative values.
+enum quantity : std::size_t {
+  q_requested,
+  q_allocated,
+  q_active,
+  q_inactive,
+  q_allocations,
+  q_reserved,
+  q_segments,
+  quantity_count
+};
+
+/// A signed change of every quantity of one pool.
+struct stats_delta {
+  std::array<std::int64_t, quantity_count> d{};
+  std::int64_t whole_free = 0;  ///< bytes of wholly free segments (inactive is derived)
+
+  /// Sets inactive from the others: inactive = reserved - active - whole_free.
+  stats_delta& derive_inactive() noexcept {
+    d[q_inactive] = d[q_reserved] - d[q_active] - whole_free;
+    return *this;
+  }
+};
+
+/// One stream's counters. Guarded by the stream's lock.
+class stream_stats {
  public:
-  /// A block of `size` bytes (asked: `requested`) was handed out; `whole_taken` is the size
-  /// of a wholly free segment it was carved from (0 if none).
-  void on_alloc(pool_kind p, std::size_t size, std::size_t requested, std::size_t whole_taken,
-                bool oversize) noexcept {
-    const std::size_t i = index(p);
-    std::lock_guard<spinlock> lock(lock_);
-    up(allocated_, i, size);
-    up(requested_, i, requested);
-    up(active_, i, size);
-    up(allocations_, i, 1);
-    whole_free_[i] -= whole_taken;
-    ++num_allocs_;
-    num_oversize_ += oversize ? 1 : 0;
-    refresh_inactive(i);
-  }
-
-  /// A block was freed; `deferred`: it awaits events (stays active); `whole_made`: the size of
-  /// the segment it made wholly free (0 if none).
-  void on_free(pool_kind p, std::size_t size, std::size_t requested, bool deferred,
-               std::size_t whole_made) noexcept {
-    const std::size_t i = index(p);
-    std::lock_guard<spinlock> lock(lock_);
-    down(allocated_, i, size);
-    down(requested_, i, requested);
-    down(allocations_, i, 1);
-    if (deferred) [[unlikely]] {
-      ++num_deferred_;
-      ++num_pending_;
-    } else {
-      down(active_, i, size);
+  /// Applies `delta` to `pool` if no increase crosses a ceiling; false (nothing applied) if
+  /// one would.
+  bool try_apply(pool_kind pool, const stats_delta& delta) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      const std::int64_t d = delta.d[q];
+      if (d > 0 && current(q, p) + static_cast<std::uint64_t>(d) > ceiling_[q][p]) return false;
     }
-    whole_free_[i] += whole_made;
-    ++num_frees_;
-    refresh_inactive(i);
+    apply(pool, delta);
+    return true;
   }
 
-  /// A pending block's events completed: it is free now.
-  void on_pending_done(pool_kind p, std::size_t size, std::size_t whole_made) noexcept {
-    const std::size_t i = index(p);
-    std::lock_guard<spinlock> lock(lock_);
-    down(active_, i, size);
-    --num_pending_;
-    whole_free_[i] += whole_made;
-    refresh_inactive(i);
+  /// Hot-path form of try_apply for an allocation of `size` bytes (asked: `requested`) that
+  /// takes `whole` bytes of wholly free segment (0 if none).
+  bool try_alloc(pool_kind pool, std::uint64_t size, std::uint64_t requested,
+                 std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    const std::uint64_t up_inactive = whole > size ? whole - size : 0;
+    const std::uint64_t down_inactive = size > whole ? size - whole : 0;
+    if (current(q_allocated, p) + size > ceiling_[q_allocated][p] ||
+        current(q_requested, p) + requested > ceiling_[q_requested][p] ||
+        current(q_active, p) + size > ceiling_[q_active][p] ||
+        current(q_allocations, p) + 1 > ceiling_[q_allocations][p] ||
+        current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p]) {
+      return false;
+    }
+    inc_[q_allocated][p] += size;
+    inc_[q_requested][p] += requested;
+    inc_[q_active][p] += size;
+    inc_[q_allocations][p] += 1;
+    inc_[q_inactive][p] += up_inactive;
+    dec_[q_inactive][p] += down_inactive;
+    whole_free_[p] -= whole;
+    return true;
   }
 
-  /// A segment of `size` bytes was added (wholly free).
-  void on_segment_alloc(pool_kind p, std::size_t size) noexcept {
-    const std::size_t i = index(p);
-    std::lock_guard<spinlock> lock(lock_);
-    up(reserved_, i, size);
-    up(segments_, i, 1);
-    whole_free_[i] += size;
-    ++num_segment_allocs_;
-    refresh_inactive(i);
+  /// Hot-path form of try_apply for freeing an allocated block of `size` bytes (asked:
+  /// `requested`) that leaves `whole` bytes of segment wholly free (0 if none).
+  bool try_free(pool_kind pool, std::uint64_t size, std::uint64_t requested,
+                std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    const std::uint64_t up_inactive = size > whole ? size - whole : 0;
+    const std::uint64_t down_inactive = whole > size ? whole - size : 0;
+    if (current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p]) return false;
+    dec_[q_allocated][p] += size;
+    dec_[q_requested][p] += requested;
+    dec_[q_active][p] += size;
+    dec_[q_allocations][p] += 1;
+    inc_[q_inactive][p] += up_inactive;
+    dec_[q_inactive][p] += down_inactive;
+    whole_free_[p] += whole;
+    return true;
   }
 
-  /// A wholly free segment of `size` bytes was returned to the device.
-  void on_segment_free(pool_kind p, std::size_t size) noexcept {
-    const std::size_t i = index(p);
-    std::lock_guard<spinlock> lock(lock_);
-    down(reserved_, i, size);
-    down(segments_, i, 1);
-    whole_free_[i] -= size;
-    ++num_segment_frees_;
-    refresh_inactive(i);
+  /// Applies `delta` unconditionally (only under the stats mutex with every stream locked).
+  void apply(pool_kind pool, const stats_delta& delta) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      const std::int64_t d = delta.d[q];
+      if (d >= 0) {
+        inc_[q][p] += static_cast<std::uint64_t>(d);
+      } else {
+        dec_[q][p] += static_cast<std::uint64_t>(-d);
+      }
+    }
+    whole_free_[p] += static_cast<std::uint64_t>(delta.whole_free);
   }
+
+  std::uint64_t current(std::size_t q, std::size_t p) const noexcept {
+    return inc_[q][p] - dec_[q][p];
+  }
+  std::uint64_t increases(std::size_t q, std::size_t p) const noexcept { return inc_[q][p]; }
+  std::uint64_t decreases(std::size_t q, std::size_t p) const noexcept { return dec_[q][p]; }
+  std::uint64_t ceiling(std::size_t q, std::size_t p) const noexcept { return ceiling_[q][p]; }
+  void set_ceiling(std::size_t q, std::size_t p, std::uint64_t c) noexcept { ceiling_[q][p] = c; }
+
+  std::uint64_t num_allocs = 0;       ///< successful allocations on this stream
+  std::uint64_t num_frees = 0;        ///< frees of this stream's blocks
+  std::uint64_t num_oversize = 0;     ///< oversize allocations
+  std::uint64_t num_deferred = 0;     ///< frees that waited for events
+  std::uint64_t num_pending = 0;      ///< blocks awaiting events now
+  std::uint64_t num_segment_allocs = 0;
+  std::uint64_t num_segment_frees = 0;
+
+ private:
+  std::uint64_t inc_[quantity_count][pool_count] = {};
+  std::uint64_t dec_[quantity_count][pool_count] = {};
+  std::uint64_t ceiling_[quantity_count][pool_count] = {};
+  std::uint64_t whole_free_[pool_count] = {};
+};
+
+/// The engine-wide part: peaks, event counters, and the reserved bytes the memory limit is
+/// checked against. Peaks are read and written only under the engine's stats mutex.
+class global_stats {
+ public:
+  /// Sums `streams` (all locked by the caller, with the stats mutex), raises the peaks to the
+  /// totals and sets new ceilings. Each stream keeps the ceiling it had (the room it freed is
+  /// its own to reuse) as far as the invariant allows; what is left under the peaks goes to
+  /// `trigger`, the stream whose change crossed its ceiling (nullptr: none). `reset`: peaks
+  /// become the totals and every ceiling the stream's current value.
+  template <class StreamList, class Stream>
+  void rebalance(const StreamList& streams, const Stream* trigger, bool reset) noexcept {
+    const std::size_t n = streams.size();
+    std::uint64_t total[pool_count + 1];
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      std::fill(std::begin(total), std::end(total), 0);
+      for (const auto* ss : streams) {
+        for (std::size_t p = 0; p < pool_count; ++p) {
+          total[p] += ss->stats.current(q, p);
+          total[pool_count] += ss->stats.current(q, p);
+        }
+      }
+      for (std::size_t p = 0; p <= pool_count; ++p) {
+        peak_[q][p] = reset ? total[p] : std::max(peak_[q][p], total[p]);
+      }
+      // Wanted ceilings: the old ones, never below current; trimmed where they overshoot.
+      std::uint64_t sum[pool_count + 1] = {};
+      for (std::size_t i = 0; i < n; ++i) {
+        auto& st = streams[i]->stats;
+        for (std::size_t p = 0; p < pool_count; ++p) {
+          const std::uint64_t c = st.current(q, p);
+          const std::uint64_t want = reset ? c : std::max(c, st.ceiling(q, p));
+          st.set_ceiling(q, p, want);
+          sum[p] += want;
+          sum[pool_count] += want;
+        }
+      }
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        trim(streams, q, p, sum[p] > peak_[q][p] ? sum[p] - peak_[q][p] : 0, sum);
+      }
+      for (std::size_t p = 0; p < pool_count && sum[pool_count] > peak_[q][pool_count]; ++p) {
+        trim(streams, q, p, sum[pool_count] - peak_[q][pool_count], sum);
+      }
+      if (trigger == nullptr || reset) continue;
+      const auto it = std::find(streams.begin(), streams.end(), trigger);
+      if (it == streams.end()) continue;
+      auto& st = (*it)->stats;
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        const std::uint64_t room = std::min(peak_[q][p] - sum[p],
+                                            peak_[q][pool_count] - sum[pool_count]);
+        st.set_ceiling(q, p, st.ceiling(q, p) + room);
+        sum[p] += room;
+        sum[pool_count] += room;
+      }
+    }
+  }
+
+  /// The peak of quantity `q` for pool index `p` (pool_count: all pools).
+  std::uint64_t peak(std::size_t q, std::size_t p) const noexcept { return peak_[q][p]; }
 
   /// Reserves room for a new segment against `limit` (0: none). False if it would exceed it.
   bool reserve_room(std::size_t bytes, std::size_t limit) noexcept {
-    std::lock_guard<spinlock> lock(lock_);
-    if (limit != 0 && reserved_[all].current() + in_flight_ + bytes > limit) return false;
-    in_flight_ += bytes;
+    std::size_t now = committed_.load(std::memory_order_relaxed);
+    do {
+      if (limit != 0 && now + bytes > limit) return false;
+    } while (!committed_.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
     return true;
   }
-  /// Ends a reserve_room (after the segment was added or the device refused it).
-  void unreserve_room(std::size_t bytes) noexcept {
-    std::lock_guard<spinlock> lock(lock_);
-    in_flight_ -= bytes;
+  /// Returns room taken by reserve_room (a refused segment, or a released one).
+  void release_room(std::size_t bytes) noexcept {
+    committed_.fetch_sub(bytes, std::memory_order_relaxed);
   }
+  /// Bytes in segments plus segments being allocated.
+  std::size_t committed() const noexcept { return committed_.load(std::memory_order_relaxed); }
 
-  void count_oom() noexcept { bump(num_ooms_); }
-  void count_retry() noexcept { bump(num_retries_); }
-  void count_flush() noexcept { bump(num_flushes_); }
-  void count_sync() noexcept { bump(num_syncs_); }
-  void count_use_after_free() noexcept { bump(num_use_after_free_); }
-
-  /// A copy of the counters.
-  memory_stats get() const noexcept {
-    std::lock_guard<spinlock> lock(lock_);
-    memory_stats s;
-    export_to(s.allocated_bytes, allocated_);
-    export_to(s.requested_bytes, requested_);
-    export_to(s.active_bytes, active_);
-    export_to(s.reserved_bytes, reserved_);
-    export_to(s.inactive_split_bytes, inactive_);
-    export_to(s.allocations, allocations_);
-    export_to(s.segments, segments_);
-    s.num_allocs = num_allocs_;
-    s.num_frees = num_frees_;
-    s.num_segment_allocs = num_segment_allocs_;
-    s.num_segment_frees = num_segment_frees_;
-    s.num_ooms = num_ooms_;
-    s.num_alloc_retries = num_retries_;
-    s.num_cache_flushes = num_flushes_;
-    s.num_device_syncs = num_syncs_;
-    s.num_oversize_allocs = num_oversize_;
-    s.num_deferred_frees = num_deferred_;
-    s.num_pending_blocks = num_pending_;
-    s.num_use_after_free_writes = num_use_after_free_;
-    return s;
-  }
-  /// Current reserved bytes.
-  std::size_t reserved() const noexcept {
-    std::lock_guard<spinlock> lock(lock_);
-    return reserved_[all].current();
-  }
-  /// Sets every peak to its current value.
-  void reset_peaks() noexcept {
-    std::lock_guard<spinlock> lock(lock_);
-    for (counter* group : {allocated_, requested_, active_, reserved_, inactive_, allocations_,
-                           segments_}) {
-      for (std::size_t i = 0; i < 3; ++i) group[i].peak = group[i].current();
-    }
-  }
+  std::atomic<std::uint64_t> num_ooms{0};
+  std::atomic<std::uint64_t> num_retries{0};
+  std::atomic<std::uint64_t> num_flushes{0};
+  std::atomic<std::uint64_t> num_syncs{0};
+  std::atomic<std::uint64_t> num_use_after_free{0};
 
  private:
-  static constexpr std::size_t all = 2;  // index of the all-pools counter
-  struct counter {
-    std::uint64_t inc = 0;
-    std::uint64_t dec = 0;
-    std::uint64_t peak = 0;
-    std::uint64_t current() const noexcept { return inc - dec; }
-  };
-
-  static std::size_t index(pool_kind p) noexcept { return static_cast<std::size_t>(p); }
-  static void raise(counter& c, std::uint64_t d) noexcept {
-    c.inc += d;
-    c.peak = std::max(c.peak, c.inc - c.dec);
-  }
-  static void up(counter* group, std::size_t i, std::uint64_t d) noexcept {
-    raise(group[i], d);
-    raise(group[all], d);
-  }
-  static void down(counter* group, std::size_t i, std::uint64_t d) noexcept {
-    group[i].dec += d;
-    group[all].dec += d;
-  }
-  static void move_to(counter& c, std::uint64_t v) noexcept {
-    const std::uint64_t now = c.current();
-    if (v >= now) {
-      raise(c, v - now);
-    } else {
-      c.dec += now - v;
+  // Lowers ceilings of pool `p` towards current values by up to `excess` bytes in all.
+  template <class StreamList>
+  static void trim(const StreamList& streams, std::size_t q, std::size_t p, std::uint64_t excess,
+                   std::uint64_t* sum) noexcept {
+    for (auto* ss : streams) {
+      if (excess == 0) return;
+      auto& st = ss->stats;
+      const std::uint64_t slack = st.ceiling(q, p) - st.current(q, p);
+      const std::uint64_t cut = std::min(slack, excess);
+      st.set_ceiling(q, p, st.ceiling(q, p) - cut);
+      excess -= cut;
+      sum[p] -= cut;
+      sum[pool_count] -= cut;
     }
   }
-  void refresh_inactive(std::size_t i) noexcept {
-    const std::uint64_t v = reserved_[i].current() - active_[i].current() - whole_free_[i];
-    const std::uint64_t delta_all = v - inactive_[i].current();  // modular: may "wrap" down
-    move_to(inactive_[i], v);
-    move_to(inactive_[all], inactive_[all].current() + delta_all);
-  }
-  static void export_to(pool_stats& out, const counter* group) noexcept {
-    stat* dst[3] = {&out.small, &out.large, &out.all};
-    for (std::size_t i = 0; i < 3; ++i) {
-      *dst[i] = stat{group[i].current(), group[i].peak, group[i].inc, group[i].dec};
-    }
-  }
-  void bump(std::uint64_t& field) noexcept {
-    std::lock_guard<spinlock> lock(lock_);
-    ++field;
-  }
 
-  mutable spinlock lock_;
-  counter allocated_[3];
-  counter requested_[3];
-  counter active_[3];
-  counter reserved_[3];
-  counter inactive_[3];
-  counter allocations_[3];
-  counter segments_[3];
-  std::uint64_t whole_free_[pool_count] = {};
-  std::uint64_t num_allocs_ = 0, num_frees_ = 0, num_segment_allocs_ = 0,
-                num_segment_frees_ = 0, num_ooms_ = 0, num_retries_ = 0, num_flushes_ = 0,
-                num_syncs_ = 0, num_oversize_ = 0,
-                num_deferred_ = 0, num_pending_ = 0, num_use_after_free_ = 0;
-  std::size_t in_flight_ = 0;
+  std::uint64_t peak_[quantity_count][pool_count + 1] = {};
+  std::atomic<std::size_t> committed_{0};
 };
 
 }  // namespace cachalot::detail

@@ -10,6 +10,7 @@
 #include "detail/block.hpp"
 #include "detail/free_index.hpp"
 #include "detail/spinlock.hpp"
+#include "detail/stats_tracker.hpp"
 
 namespace cachalot::detail {
 
@@ -25,6 +26,7 @@ struct stream_state {
   std::multimap<std::size_t, block*> oversize;  ///< free blocks >= max_split_size, by size
   segment* segments = nullptr;                  ///< intrusive list of this stream's segments
   block_pool nodes;                             ///< recycled block nodes
+  stream_stats stats;                           ///< counters and stats ceilings of this stream
 
   /// Links a new segment into the list.
   void link(segment* s) noexcept {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
@@ -106,6 +108,75 @@ TEST(size_policy, CumulativeCountersAddUp) {
   EXPECT_EQ(s.allocations.all.peak, 1u);
   EXPECT_EQ(s.num_segment_allocs, 1u);
   EXPECT_EQ(s.num_streams, 1u);
+}
+
+}  // namespace
+}  // namespace cachalot::testing
+
+namespace cachalot::testing {
+namespace {
+
+// Peaks are kept with per-stream ceilings (see stats_tracker.hpp): they must be exact across
+// streams, for every pool, whichever stream made the peak.
+TEST(peaks, ExactAcrossStreamsAndPools) {
+  auto a = make("caching:1");
+  const auto st = [](int i) { return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(i * 64)); };
+  void* x = a->allocate(300 * KiB, st(1));
+  void* y = a->allocate(5 * MiB, st(2));
+  a->deallocate(x);
+  void* z = a->allocate(100 * KiB, st(3));  // below the earlier peak
+  a->deallocate(z);
+  void* w = a->allocate(700 * KiB, st(1));  // new small-pool peak: 700 KiB > 300 KiB
+  memory_stats s = a->stats();
+  EXPECT_EQ(s.allocated_bytes.small.peak, 700 * KiB);
+  EXPECT_EQ(s.allocated_bytes.large.peak, 5 * MiB);
+  EXPECT_EQ(s.allocated_bytes.all.peak, 5 * MiB + 700 * KiB);
+  EXPECT_EQ(s.requested_bytes.all.peak, 5 * MiB + 700 * KiB);
+  EXPECT_EQ(s.allocations.all.peak, 2u);
+  a->deallocate(y);
+  a->deallocate(w);
+  for (int round = 0; round < 100; ++round) {  // churn below the peak on many streams
+    void* p = a->allocate(64 * KiB * (1 + round % 5), st(1 + round % 7));
+    a->deallocate(p);
+  }
+  s = a->stats();
+  EXPECT_EQ(s.allocated_bytes.all.peak, 5 * MiB + 700 * KiB);
+  EXPECT_EQ(s.allocated_bytes.all.current, 0u);
+  void* big = a->allocate(6 * MiB, st(5));
+  EXPECT_EQ(a->stats().allocated_bytes.all.peak, 6 * MiB);
+  a->reset_peak_stats();
+  EXPECT_EQ(a->stats().allocated_bytes.all.peak, 6 * MiB);
+  a->deallocate(big);
+  a->reset_peak_stats();
+  EXPECT_EQ(a->stats().allocated_bytes.all.peak, 0u);
+  void* again = a->allocate(KiB, st(2));
+  EXPECT_EQ(a->stats().allocated_bytes.all.peak, KiB);
+  a->deallocate(again);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(peaks, ConcurrentStreamsNeverExceedOrMissThePeak) {
+  auto a = make("caching:1");
+  constexpr int threads = 4;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const auto s = reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(0x100 + t * 64));
+      for (int i = 0; i < 5000; ++i) {
+        void* p = a->allocate(MiB / 2, s);  // each thread holds at most two blocks
+        void* q = a->allocate(MiB / 2, s);
+        a->deallocate(p);
+        a->deallocate(q);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  const memory_stats s = a->stats();
+  EXPECT_LE(s.allocated_bytes.all.peak, static_cast<std::uint64_t>(threads) * MiB);
+  EXPECT_GE(s.allocated_bytes.all.peak, MiB);
+  EXPECT_EQ(s.allocated_bytes.all.current, 0u);
+  EXPECT_EQ(s.num_allocs, 2u * threads * 5000);
+  expect_stats_match_snapshot(*a);
 }
 
 }  // namespace
