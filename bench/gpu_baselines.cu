@@ -1,7 +1,9 @@
 // The CUDA baselines (see gpu_baselines.hpp): cudaMalloc/cudaFree, cudaMallocAsync on the
 // device's default pool with its release threshold at the maximum (a warm pool), and CUB's
 // CachingDeviceAllocator (bins growing by 8 from 512 B, cached up to 128 MiB blocks), each on
-// the same workloads and streams as cachalot.
+// the same workloads and streams as cachalot: hot pairs and random runs for all three, the
+// many-holes pair for cudaMallocAsync only (CUB and cudaMalloc would cudaMalloc 131,072 blocks
+// of setup each time).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -35,13 +37,23 @@ struct cuda_async_pool {
     check(cudaDeviceGetDefaultMemPool(&pool, 0));
     std::uint64_t threshold = UINT64_MAX;
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    pool_ = pool;
   }
+  ~cuda_async_pool() {  // give the pool's memory back before the next benchmark
+    cudaDeviceSynchronize();
+    cudaMemPoolTrimTo(pool_, 0);
+  }
+  cuda_async_pool(const cuda_async_pool&) = delete;
+  cuda_async_pool& operator=(const cuda_async_pool&) = delete;
   void* alloc(std::size_t n, stream_t s) {
     void* p = nullptr;
     check(cudaMallocAsync(&p, n, static_cast<cudaStream_t>(s)));
     return p;
   }
   void free(void* p, stream_t s) { check(cudaFreeAsync(p, static_cast<cudaStream_t>(s))); }
+
+ private:
+  cudaMemPool_t pool_ = nullptr;
 };
 
 struct cub_pool {
