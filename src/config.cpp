@@ -143,6 +143,8 @@ void apply(config& c, std::string_view key, std::string_view v) {
   } else if (key == "memory_fraction") {
     c.memory_fraction = fraction_of(v, key);
     c.memory_limit = 0;
+  } else if (key == "gc_threshold") {
+    c.gc_threshold = iequals(v, "0") || iequals(v, "off") ? 0.0 : fraction_of(v, key);
   } else if (key == "trace_file") {
     c.trace_file = std::string(v);
   } else if (key == "debug") {
@@ -154,7 +156,7 @@ void apply(config& c, std::string_view key, std::string_view v) {
                   "config: unknown key '{}' (known: backend, device, capacity, host_backing, "
                   "granularity, small_size, small_segment, large_segment, mid_size, "
                   "segment_rounding, small_split_min, large_split_min, max_split_size, "
-                  "memory_limit, memory_fraction, trace_file, debug, caching)",
+                  "memory_limit, memory_fraction, gc_threshold, trace_file, debug, caching)",
                   key);
   }
 }
@@ -241,6 +243,8 @@ void config::validate() const {
                    "config key 'max_split_size': {} must exceed large_segment ({}) or be 'none'",
                    max_split_size, large_segment_size);
   CACHALOT_EXPECTS(capacity != 0, invalid_argument, "config key 'capacity': must not be 0");
+  CACHALOT_EXPECTS(gc_threshold >= 0.0 && gc_threshold <= 1.0, invalid_argument,
+                   "config key 'gc_threshold': {} is not in [0, 1]", gc_threshold);
   CACHALOT_EXPECTS(memory_fraction >= 0.0 && memory_fraction <= 1.0, invalid_argument,
                    "config key 'memory_fraction': {} is not in [0, 1]", memory_fraction);
 }
@@ -258,6 +262,7 @@ std::string config::to_string() const {
       large_split_remainder,
       max_split_size == SIZE_MAX ? std::string("none") : fmt::format("{}B", max_split_size),
       debug ? 1 : 0, caching ? 1 : 0);
+  s += fmt::format(",gc_threshold:{}", gc_threshold);
   if (memory_fraction > 0.0) {
     s += fmt::format(",memory_fraction:{}", memory_fraction);
   } else if (memory_limit != 0) {

@@ -87,14 +87,21 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
                   format_bytes(requested), fmt::ptr(stream));
   }
   // 1. Blocks whose events have completed may fit.
-  if (caching_ && pending_count_.load(std::memory_order_acquire) != 0) {
-    poll_pending(false);
-    if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+  if (pending_count_.load(std::memory_order_acquire) != 0) {
+    poll_pending(false);  // in pass-through mode this also returns their segments
+    if (caching_) {
+      if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+    }
   }
   // 2. A new segment.
   const std::size_t seg_size = segment_size_for(pool, rounded);
   if (seg_size > device_total_ || (memory_limit_ != 0 && seg_size > memory_limit_)) {
     fail_oom(requested, stream, "the request can never fit on this device or under the limit");
+  }
+  // Near the limit, cached segments nothing fits in are returned first (largest first, only
+  // as many as needed), so that reserved memory stays close to what is in use.
+  if (gc_bytes_ != 0 && gstats_.committed() + seg_size > gc_bytes_) {
+    release_cached(gc_bytes_ > seg_size ? gc_bytes_ - seg_size : 0, true);
   }
   if (void* base = grow(seg_size, stream)) {
     return add_segment(ss, pool, base, seg_size, rounded, requested);

@@ -56,6 +56,13 @@ struct config {
   /// `memory_fraction:0.9`.
   double memory_fraction = 0.0;
 
+  /// key `gc_threshold`: when a new segment would take reserved memory above this fraction of
+  /// the memory limit (or of the device), cached segments that nothing fits in are returned
+  /// first, largest first, only as many as needed. 0 turns it off (then the cache is released
+  /// only when the device refuses a segment). Like PyTorch's garbage_collection_threshold, it
+  /// keeps reserved memory close to what is in use when memory is tight.
+  double gc_threshold = 0.9;
+
   /// key `trace_file`: write every allocate and free to this CSV (RMM log format); empty: off.
   std::string trace_file;
   /// key `debug`: checked mode (extra validation of every free).

@@ -382,6 +382,7 @@ class engine {
   std::size_t large_split_remainder_;
   std::size_t max_request_;
   std::size_t memory_limit_;
+  std::size_t gc_bytes_;  // reserved bytes above which growth first releases cached segments
   std::size_t device_total_;
   bool caching_;
   // Checked mode (config.debug) and its use-after-free detection (poison_: checked mode on

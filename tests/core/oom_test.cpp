@@ -28,7 +28,7 @@ struct fixture {
 };
 
 TEST(out_of_memory, ReleasesOtherStreamsCacheThenRetries) {
-  fixture f("", 40 * MiB);
+  fixture f("gc_threshold:0", 40 * MiB);
   void* p = f.alloc->allocate(15 * MiB, s(1));  // 16 MiB segment on stream 1
   f.alloc->deallocate(p);                       // cached there
   void* q = f.alloc->allocate(30 * MiB, s(2));  // needs 30 MiB: only 24 MiB free
@@ -118,6 +118,36 @@ TEST(out_of_memory, MemoryLimitAsPercentOfTheDevice) {
   void* a = f.alloc->allocate(100 * MiB);
   EXPECT_THROW((void)f.alloc->allocate(512), out_of_memory);
   f.alloc->deallocate(a);
+}
+
+TEST(out_of_memory, NearTheLimitGrowthFirstReturnsCachedSegmentsThatDoNotFit) {
+  fixture f("gc_threshold:0.5", 100 * MiB);  // growth beyond 50 MiB reserved returns cache
+  void* a = f.alloc->allocate(12 * MiB, s(1));  // 12 MiB segment
+  void* b = f.alloc->allocate(14 * MiB, s(1));  // 14 MiB segment
+  void* c = f.alloc->allocate(16 * MiB, s(2));  // 16 MiB segment: 42 MiB reserved
+  f.alloc->deallocate(a);
+  f.alloc->deallocate(b);  // 26 MiB cached on stream 1, nothing of it fits 20 MiB
+  void* d = f.alloc->allocate(20 * MiB, s(1));  // 42 + 20 > 50: release 14 MiB (largest) only
+  const memory_stats st = f.alloc->stats();
+  EXPECT_EQ(st.num_segment_frees, 1u);
+  EXPECT_EQ(st.reserved_bytes.all.current, 12 * MiB + 16 * MiB + 20 * MiB);
+  EXPECT_EQ(st.reserved_bytes.all.peak, 42 * MiB + 6 * MiB) << "never above the threshold";
+  EXPECT_EQ(st.num_alloc_retries, 0u);
+  EXPECT_EQ(f.dev->counters().failed_segment_allocs, 0u);
+  f.alloc->deallocate(c);
+  f.alloc->deallocate(d);
+  expect_stats_match_snapshot(*f.alloc);
+  expect_device_matches(*f.alloc, *f.dev);
+}
+
+TEST(out_of_memory, GcThresholdOffKeepsTheCacheUntilTheDeviceRefuses) {
+  fixture f("gc_threshold:0", 100 * MiB);
+  void* a = f.alloc->allocate(40 * MiB, s(1));
+  f.alloc->deallocate(a);
+  void* b = f.alloc->allocate(50 * MiB, s(1));
+  EXPECT_EQ(f.alloc->stats().reserved_bytes.all.current, 90 * MiB);
+  EXPECT_EQ(f.alloc->stats().num_segment_frees, 0u);
+  f.alloc->deallocate(b);
 }
 
 TEST(out_of_memory, SizeBeyondTheDeviceFailsAtOnce) {
