@@ -15,6 +15,12 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_strin
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
+# Tests that cannot hold in a sanitized build, by design: the shipped libcachalot.so then needs
+# libasan/libubsan (DT_NEEDED check), a dlclose'd library takes its C-API tombstones with it
+# (a leak LeakSanitizer reports), and an unsanitized consumer project cannot link the
+# sanitized static library (install test).
+exclude='^(install_find_package|SharedLibrary\.CApiWorksThroughDlsym|SharedLibraryElf\.NeedsOnlyTheSystemRuntime)$'
+
 run() {  # run <name> <sanitizers>
   local dir="$prefix-$1"
   echo "=== $1 ($2) in $dir"
@@ -23,7 +29,7 @@ run() {  # run <name> <sanitizers>
     -DCACHALOT_BUILD_BENCHMARKS=OFF -DCACHALOT_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$dir" -j "$jobs"
   # shellcheck disable=SC2086
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" ${CTEST_ARGS:-}
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" -E "$exclude" ${CTEST_ARGS:-}
 }
 
 case "$which" in

@@ -1,10 +1,10 @@
 // libFuzzer target: operation sequences, valid and invalid, through the C shim and through the
-// C++ API over a simulated device (where streams can be held back). The first byte chooses the
-// modes (checked, pass-through, host backing); then each op is an opcode byte plus argument
-// bytes. After every op the invariants are checked: through the C shim, the stats against the
-// fuzzer's own record of live allocations; through the C++ API, every invariant of
-// tests/reliability/invariants.hpp. Any unexpected status, exception or broken invariant
-// aborts, which libFuzzer reports as a crash; ASan and UBSan catch the rest.
+// C++ API over a simulated device (where streams can be held back). The first two bytes choose
+// each side's modes (checked, pass-through, host backing, oversize; see config_for); then each
+// op is an opcode byte plus argument bytes. After every op the invariants are checked: through
+// the C shim, the stats against the fuzzer's own record of live allocations; through the C++
+// API, every invariant of tests/reliability/invariants.hpp. Any unexpected status, exception
+// or broken invariant aborts, which libFuzzer reports as a crash; ASan and UBSan catch the rest.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -40,7 +40,7 @@ class reader {
   std::uint8_t byte() { return i_ < n_ ? d_[i_++] : 0; }
   std::size_t index(std::size_t n) { return n == 0 ? 0 : byte() % n; }
   std::size_t size() {
-    static constexpr std::size_t scale[] = {1, 512, 64 * KiB, 1 * MiB};
+    static constexpr std::size_t scale[] = {1, 512, 4 * KiB, 64 * KiB};  // up to 256 MiB
     const std::uint8_t s = byte();
     return (static_cast<std::size_t>(byte()) << 8 | byte()) % 4096 * scale[s % 4] + s / 4 % 2;
   }
@@ -197,14 +197,13 @@ class c_side {
 /// The C++ side: an allocator over a simulated device whose streams the fuzzer holds back.
 class cpp_side {
  public:
-  cpp_side(bool checked, bool caching, bool host_backing) : checked_(checked) {
+  explicit cpp_side(const std::string& conf) {
+    const config cfg = config::parse(conf);
+    checked_ = cfg.debug;
     sim_options o;
-    o.capacity = 256 * MiB;
-    o.host_backing = host_backing;
+    o.capacity = cfg.capacity;
+    o.host_backing = cfg.host_backing;
     sim_ = std::make_shared<simulated_device>(o);
-    config cfg;
-    cfg.debug = checked;
-    cfg.caching = caching;
     a_ = std::make_unique<allocator>(cfg, sim_);
   }
 
@@ -212,7 +211,7 @@ class cpp_side {
     try {
       dispatch(code, in);
     } catch (const out_of_memory&) {
-      // expected when the fuzzer asks for more than 256 MiB
+      // expected when the fuzzer asks for more than the capacity
     }
   }
 
@@ -297,25 +296,33 @@ class cpp_side {
     if (!threw) live_.erase(p);
   }
 
-  bool checked_;
+  bool checked_ = false;
   std::shared_ptr<simulated_device> sim_;
   std::unique_ptr<allocator> a_;
   std::unordered_map<void*, std::size_t> live_;
 };
+
+/// The config a mode byte selects: bit 0 checked mode, bit 1 pass-through, bit 2 host backing
+/// (small capacity and segments: host pages are touched, poisoned and scanned), bit 3 a
+/// max_split_size (oversize blocks).
+std::string config_for(std::uint8_t modes) {
+  const bool host = (modes & 4) != 0;
+  std::string conf = host ? "backend:simulated,capacity:8MiB,host_backing:1,large_segment:2MiB,"
+                            "mid_size:2MiB"
+                          : "backend:simulated,capacity:256MiB";
+  if ((modes & 1) != 0) conf += ",debug:1";
+  if ((modes & 2) != 0) conf += ",caching:0";
+  if ((modes & 8) != 0) conf += host ? ",max_split_size:4MiB" : ",max_split_size:32MiB";
+  return conf;
+}
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size > 4096) return -1;  // long inputs add nothing but time
   reader in(data, size);
-  const std::uint8_t modes = in.byte();
-  const bool checked = modes & 1, caching = !(modes & 2), host = modes & 4;
-  std::string conf = "backend:simulated,capacity:256MiB";
-  if (checked) conf += ",debug:1";
-  if (!caching) conf += ",caching:0";
-  if (host) conf += ",host_backing:1";
-  c_side c(conf);
-  cpp_side cpp(checked, caching, host);
+  c_side c(config_for(in.byte()));
+  cpp_side cpp(config_for(in.byte()));
   while (!in.done()) {
     const std::uint8_t code = in.byte();
     if (code < 128) {
