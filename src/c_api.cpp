@@ -109,6 +109,7 @@ void fill(const memory_stats& s, cachalot_stats* out) {
   out->largest_free_block = s.largest_free_block;
   out->num_live_allocations = s.allocations.all.current;
   out->num_segments = s.segments.all.current;
+  out->num_use_after_free_writes = s.num_use_after_free_writes;
 }
 
 }  // namespace
@@ -174,6 +175,10 @@ cachalot_status cachalot_malloc(cachalot_allocator* a, void** out, size_t size, 
 
 cachalot_status cachalot_free(cachalot_allocator* a, void* ptr, void* stream) {
   return with(a, "cachalot_free", [&](allocator& x) { x.deallocate(ptr, stream); });
+}
+
+cachalot_status cachalot_free_sized(cachalot_allocator* a, void* ptr, size_t size, void* stream) {
+  return with(a, "cachalot_free_sized", [&](allocator& x) { x.deallocate(ptr, size, stream); });
 }
 
 cachalot_status cachalot_record_stream(cachalot_allocator* a, void* ptr, void* stream) {

@@ -35,11 +35,12 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   large_split_remainder_ = cfg_.large_split_remainder;
   memory_limit_ = resolve_limit(cfg_, device_total_);
   cfg_.memory_limit = memory_limit_;
-  gc_bytes_ = cfg_.gc_threshold <= 0.0
-                  ? 0
-                  : static_cast<std::size_t>(
-                        static_cast<long double>(memory_limit_ != 0 ? memory_limit_ : device_total_) *
-                        cfg_.gc_threshold);
+  gc_bytes_ =
+      cfg_.gc_threshold <= 0.0
+          ? 0
+          : static_cast<std::size_t>(
+                static_cast<long double>(memory_limit_ != 0 ? memory_limit_ : device_total_) *
+                cfg_.gc_threshold);
   caching_ = cfg_.caching;
   const std::size_t slack = std::max(cfg_.segment_rounding, cfg_.large_segment_size);
   max_request_ = std::numeric_limits<std::size_t>::max() - 2 * slack;
@@ -182,7 +183,9 @@ memory_stats engine::stats() const {
   return s;
 }
 
-void engine::reset_peak_stats() { all_streams_lock all(*this, nullptr, true); }
+void engine::reset_peak_stats() {
+  all_streams_lock all(*this, nullptr, true);
+}
 
 memory_snapshot engine::snapshot() const {
   memory_snapshot snap;

@@ -75,30 +75,6 @@ void free_on(void* ptr, std::size_t size, int device, void* stream) {
   release(*owner);
 }
 
-cachalot_stats to_c_stats(const cachalot::memory_stats& s) noexcept {
-  cachalot_stats c{};
-  c.requested_bytes = s.requested_bytes.all.current;
-  c.requested_bytes_peak = s.requested_bytes.all.peak;
-  c.allocated_bytes = s.allocated_bytes.all.current;
-  c.allocated_bytes_peak = s.allocated_bytes.all.peak;
-  c.reserved_bytes = s.reserved_bytes.all.current;
-  c.reserved_bytes_peak = s.reserved_bytes.all.peak;
-  c.active_bytes = s.active_bytes.all.current;
-  c.active_bytes_peak = s.active_bytes.all.peak;
-  c.inactive_split_bytes = s.inactive_split_bytes.all.current;
-  c.num_allocs = s.num_allocs;
-  c.num_frees = s.num_frees;
-  c.num_segment_allocs = s.num_segment_allocs;
-  c.num_segment_frees = s.num_segment_frees;
-  c.num_ooms = s.num_ooms;
-  c.num_alloc_retries = s.num_alloc_retries;
-  c.num_cache_flushes = s.num_cache_flushes;
-  c.largest_free_block = s.largest_free_block;
-  c.num_live_allocations = s.allocations.all.current;
-  c.num_segments = s.segments.all.current;
-  return c;
-}
-
 }  // namespace
 
 extern "C" {
@@ -167,8 +143,7 @@ cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out) {
     if (out == nullptr) {
       throw cachalot::invalid_argument("out is NULL", __FILE__, __LINE__);
     }
-    *out = to_c_stats(cachalot::default_allocator(device).stats());
-    return CACHALOT_SUCCESS;
+    return cachalot::detail::fill_stats(cachalot::default_allocator(device).stats(), out);
   } catch (...) {
     return record_failure("cachalot_default_get_stats");
   }

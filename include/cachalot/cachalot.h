@@ -29,35 +29,36 @@ typedef struct cachalot_allocator cachalot_allocator;
 
 /** Result of every C call. */
 typedef enum {
-  CACHALOT_SUCCESS = 0,               /**< the call succeeded */
-  CACHALOT_ERROR_OUT_OF_MEMORY,       /**< the device or the memory limit cannot satisfy it */
-  CACHALOT_ERROR_INVALID_ARGUMENT,    /**< a bad argument or config string */
-  CACHALOT_ERROR_INVALID_POINTER,     /**< not a live allocation of this allocator */
-  CACHALOT_ERROR_BACKEND,             /**< a device call failed */
-  CACHALOT_ERROR_NOT_SUPPORTED        /**< not available on this backend or build */
+  CACHALOT_SUCCESS = 0,            /**< the call succeeded */
+  CACHALOT_ERROR_OUT_OF_MEMORY,    /**< the device or the memory limit cannot satisfy it */
+  CACHALOT_ERROR_INVALID_ARGUMENT, /**< a bad argument or config string */
+  CACHALOT_ERROR_INVALID_POINTER,  /**< not a live allocation of this allocator */
+  CACHALOT_ERROR_BACKEND,          /**< a device call failed */
+  CACHALOT_ERROR_NOT_SUPPORTED     /**< not available on this backend or build */
 } cachalot_status;
 
 /** Counters of an allocator (bytes unless named otherwise). */
 typedef struct cachalot_stats {
-  uint64_t requested_bytes;        /**< bytes callers asked for, live */
-  uint64_t requested_bytes_peak;   /**< peak of requested_bytes */
-  uint64_t allocated_bytes;        /**< bytes handed out (rounded), live */
-  uint64_t allocated_bytes_peak;   /**< peak of allocated_bytes */
-  uint64_t reserved_bytes;         /**< bytes held in device segments */
-  uint64_t reserved_bytes_peak;    /**< peak of reserved_bytes */
-  uint64_t active_bytes;           /**< allocated plus blocks awaiting events */
-  uint64_t active_bytes_peak;      /**< peak of active_bytes */
-  uint64_t inactive_split_bytes;   /**< free bytes inside split segments */
-  uint64_t num_allocs;             /**< successful allocations */
-  uint64_t num_frees;              /**< successful frees */
-  uint64_t num_segment_allocs;     /**< device segment allocations */
-  uint64_t num_segment_frees;      /**< device segment frees */
-  uint64_t num_ooms;               /**< failed allocations for lack of memory */
-  uint64_t num_alloc_retries;      /**< allocations retried after releasing the cache */
-  uint64_t num_cache_flushes;      /**< releases of cached segments */
-  uint64_t largest_free_block;     /**< the largest cached free block */
-  uint64_t num_live_allocations;   /**< allocations not yet freed */
-  uint64_t num_segments;           /**< segments held now */
+  uint64_t requested_bytes;           /**< bytes callers asked for, live */
+  uint64_t requested_bytes_peak;      /**< peak of requested_bytes */
+  uint64_t allocated_bytes;           /**< bytes handed out (rounded), live */
+  uint64_t allocated_bytes_peak;      /**< peak of allocated_bytes */
+  uint64_t reserved_bytes;            /**< bytes held in device segments */
+  uint64_t reserved_bytes_peak;       /**< peak of reserved_bytes */
+  uint64_t active_bytes;              /**< allocated plus blocks awaiting events */
+  uint64_t active_bytes_peak;         /**< peak of active_bytes */
+  uint64_t inactive_split_bytes;      /**< free bytes inside split segments */
+  uint64_t num_allocs;                /**< successful allocations */
+  uint64_t num_frees;                 /**< successful frees */
+  uint64_t num_segment_allocs;        /**< device segment allocations */
+  uint64_t num_segment_frees;         /**< device segment frees */
+  uint64_t num_ooms;                  /**< failed allocations for lack of memory */
+  uint64_t num_alloc_retries;         /**< allocations retried after releasing the cache */
+  uint64_t num_cache_flushes;         /**< releases of cached segments */
+  uint64_t largest_free_block;        /**< the largest cached free block */
+  uint64_t num_live_allocations;      /**< allocations not yet freed */
+  uint64_t num_segments;              /**< segments held now */
+  uint64_t num_use_after_free_writes; /**< checked mode: writes found in freed blocks */
 } cachalot_stats;
 
 /** Creates an allocator from a config string ("key:value,key:value"; NULL or "" for the
@@ -71,9 +72,12 @@ CACHALOT_API cachalot_status cachalot_malloc(cachalot_allocator* a, void** out, 
 /** Frees `ptr`, last used on `stream` (a stream other than the allocation's own defers reuse
  *  until the work queued there so far has completed). */
 CACHALOT_API cachalot_status cachalot_free(cachalot_allocator* a, void* ptr, void* stream);
+/** Frees `ptr` as cachalot_free does, stating its size: in checked mode (config debug:1) a
+ *  size other than the one allocated is CACHALOT_ERROR_INVALID_POINTER and frees nothing. */
+CACHALOT_API cachalot_status cachalot_free_sized(cachalot_allocator* a, void* ptr, size_t size,
+                                                 void* stream);
 /** Marks a live allocation as used by work on `stream`. */
-CACHALOT_API cachalot_status cachalot_record_stream(cachalot_allocator* a, void* ptr,
-                                                    void* stream);
+CACHALOT_API cachalot_status cachalot_record_stream(cachalot_allocator* a, void* ptr, void* stream);
 /** Returns every unused cached segment to the device. */
 CACHALOT_API cachalot_status cachalot_empty_cache(cachalot_allocator* a);
 /** Returns unused cached segments until at most `target_bytes` stay reserved. */

@@ -38,7 +38,6 @@
 #include "detail/pointer_map.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_state.hpp"
-#include "detail/stream_state.hpp"
 #include "detail/trace_writer.hpp"
 
 namespace cachalot::detail {
@@ -139,9 +138,11 @@ class engine {
     {
       std::lock_guard<spinlock> lock(ss.lock);
       deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
-      if (!deferred) [[likely]] done = free_block(ss, b, false);
+      if (!deferred) [[likely]]
+        done = free_block(ss, b, false);
     }
-    if (!deferred && !done) [[unlikely]] free_block_all_locked(b);
+    if (!deferred && !done) [[unlikely]]
+      free_block_all_locked(b);
     if (deferred) [[unlikely]] {
       free_deferred(b, on_stream ? stream : ss.stream);
     }
@@ -307,11 +308,7 @@ class engine {
    public:
     explicit all_streams_lock(const engine& e, const stream_state* trigger = nullptr,
                               bool reset_peaks = false)
-        : e_(e),
-          guard_(e.stats_mutex_),
-          list_(e.states()),
-          trigger_(trigger),
-          reset_(reset_peaks) {
+        : e_(e), guard_(e.stats_mutex_), list_(e.states()), trigger_(trigger), reset_(reset_peaks) {
       for (stream_state* ss : list_) ss->lock.lock();
     }
     ~all_streams_lock() {

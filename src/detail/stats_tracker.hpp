@@ -125,11 +125,11 @@ class stream_stats {
   std::uint64_t ceiling(std::size_t q, std::size_t p) const noexcept { return ceiling_[q][p]; }
   void set_ceiling(std::size_t q, std::size_t p, std::uint64_t c) noexcept { ceiling_[q][p] = c; }
 
-  std::uint64_t num_allocs = 0;       ///< successful allocations on this stream
-  std::uint64_t num_frees = 0;        ///< frees of this stream's blocks
-  std::uint64_t num_oversize = 0;     ///< oversize allocations
-  std::uint64_t num_deferred = 0;     ///< frees that waited for events
-  std::uint64_t num_pending = 0;      ///< blocks awaiting events now
+  std::uint64_t num_allocs = 0;    ///< successful allocations on this stream
+  std::uint64_t num_frees = 0;     ///< frees of this stream's blocks
+  std::uint64_t num_oversize = 0;  ///< oversize allocations
+  std::uint64_t num_deferred = 0;  ///< frees that waited for events
+  std::uint64_t num_pending = 0;   ///< blocks awaiting events now
   std::uint64_t num_segment_allocs = 0;
   std::uint64_t num_segment_frees = 0;
 
@@ -187,8 +187,8 @@ class global_stats {
       if (it == streams.end()) continue;
       auto& st = (*it)->stats;
       for (std::size_t p = 0; p < pool_count; ++p) {
-        const std::uint64_t room = std::min(peak_[q][p] - sum[p],
-                                            peak_[q][pool_count] - sum[pool_count]);
+        const std::uint64_t room =
+            std::min(peak_[q][p] - sum[p], peak_[q][pool_count] - sum[pool_count]);
         st.set_ceiling(q, p, st.ceiling(q, p) + room);
         sum[p] += room;
         sum[pool_count] += room;

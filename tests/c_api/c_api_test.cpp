@@ -134,6 +134,22 @@ TEST_F(c_api, TrimAndSummary) {
   EXPECT_EQ(std::string(tiny).size(), 7u);
 }
 
+TEST(c_api_contract, SizedFreeIsCheckedInCheckedMode) {
+  cachalot_allocator* a = nullptr;
+  ASSERT_EQ(cachalot_create("backend:simulated,capacity:1GiB,debug:1", &a), CACHALOT_SUCCESS);
+  void* p = nullptr;
+  ASSERT_EQ(cachalot_malloc(a, &p, 1000, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_free_sized(a, p, 999, nullptr), CACHALOT_ERROR_INVALID_POINTER);
+  EXPECT_NE(std::string(cachalot_last_error()).find("1000"), std::string::npos)
+      << cachalot_last_error();
+  cachalot_stats s{};
+  ASSERT_EQ(cachalot_get_stats(a, &s), CACHALOT_SUCCESS);
+  EXPECT_EQ(s.num_live_allocations, 1u);
+  EXPECT_EQ(s.num_use_after_free_writes, 0u);
+  EXPECT_EQ(cachalot_free_sized(a, p, 1000, nullptr), CACHALOT_SUCCESS);
+  cachalot_destroy(a);
+}
+
 TEST(c_api_contract, BadConfigNamesTheKey) {
   cachalot_allocator* a = reinterpret_cast<cachalot_allocator*>(0x1);
   EXPECT_EQ(cachalot_create("capacity:lots", &a), CACHALOT_ERROR_INVALID_ARGUMENT);

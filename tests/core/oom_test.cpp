@@ -121,7 +121,7 @@ TEST(out_of_memory, MemoryLimitAsPercentOfTheDevice) {
 }
 
 TEST(out_of_memory, NearTheLimitGrowthFirstReturnsCachedSegmentsThatDoNotFit) {
-  fixture f("gc_threshold:0.5", 100 * MiB);  // growth beyond 50 MiB reserved returns cache
+  fixture f("gc_threshold:0.5", 100 * MiB);     // growth beyond 50 MiB reserved returns cache
   void* a = f.alloc->allocate(12 * MiB, s(1));  // 12 MiB segment
   void* b = f.alloc->allocate(14 * MiB, s(1));  // 14 MiB segment
   void* c = f.alloc->allocate(16 * MiB, s(2));  // 16 MiB segment: 42 MiB reserved

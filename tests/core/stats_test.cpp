@@ -120,7 +120,9 @@ namespace {
 // streams, for every pool, whichever stream made the peak.
 TEST(peaks, ExactAcrossStreamsAndPools) {
   auto a = make("caching:1");
-  const auto st = [](int i) { return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(i * 64)); };
+  const auto st = [](int i) {
+    return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(i * 64));
+  };
   void* x = a->allocate(300 * KiB, st(1));
   void* y = a->allocate(5 * MiB, st(2));
   a->deallocate(x);

@@ -30,6 +30,7 @@ const char* const kEntryPoints[] = {
     "cachalot_destroy",
     "cachalot_malloc",
     "cachalot_free",
+    "cachalot_free_sized",
     "cachalot_record_stream",
     "cachalot_empty_cache",
     "cachalot_trim",
