@@ -4,14 +4,14 @@
 # with its ratio to the baselines, the replays, and the targets met or missed. Plots (SVG) go
 # to out/plots/. Runs on the GPU when there is one, else on the simulated device, and says so.
 #
-# Environment: BUILD_DIR (build-release), OUT_DIR (out), JOBS (nproc), BENCH_MIN_TIME (0.1 s),
+# Environment: BUILD_DIR (build-release), OUT_DIR (out), JOBS (nproc), BENCH_MIN_TIME (0.25 s),
 # BENCH_REPETITIONS (3), BENCH_FILTER (a regex; FULL=1 runs every benchmark).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${BUILD_DIR:-build-release}
 OUT=${OUT_DIR:-out}
 JOBS=${JOBS:-$(nproc)}
-MIN_TIME=${BENCH_MIN_TIME:-0.1}
+MIN_TIME=${BENCH_MIN_TIME:-0.25}
 REPS=${BENCH_REPETITIONS:-3}
 FILTER=${BENCH_FILTER:-'^(hot_pair|many_holes|no_holes|threads_own_stream|threads_one_stream|stream_same|stream_record|stream_free_other)/|^random/[^/]+/n:10000/'}
 [ "${FULL:-0}" = 1 ] && FILTER='.'

@@ -1,7 +1,9 @@
 // The map from the address of every live allocation to its block, which lets a free find its
 // block from the pointer alone (ONNX Runtime's and CuPy's frees carry neither size nor stream).
 // 64 shards, each an open-addressing table (linear probing, backward-shift deletion, load at
-// most 1/2) behind its own spinlock: threads freeing unrelated pointers rarely meet.
+// most 1/2) behind its own spinlock. The shard is chosen by the 2 MiB region of the address:
+// segments belong to one stream, so threads working on their own streams mostly touch their
+// own shards and their cache lines stay with them.
 #pragma once
 
 #include <array>
@@ -25,7 +27,7 @@ class pointer_map {
   /// Adds `addr` (not present) -> `b`.
   void insert(std::uintptr_t addr, block* b) {
     const std::uint64_t h = hash(addr);
-    shard& s = shards_[h >> (64 - shard_bits)];
+    shard& s = shard_of(addr);
     std::lock_guard<spinlock> lock(s.lock);
     if ((s.count + 1) * 2 > s.slots.size()) [[unlikely]]
       grow(s);
@@ -36,7 +38,7 @@ class pointer_map {
   /// The block at `addr`, or nullptr.
   block* find(std::uintptr_t addr) const noexcept {
     const std::uint64_t h = hash(addr);
-    const shard& s = shards_[h >> (64 - shard_bits)];
+    const shard& s = shard_of(addr);
     std::lock_guard<spinlock> lock(s.lock);
     const std::size_t mask = s.slots.size() - 1;
     for (std::size_t i = h & mask;; i = (i + 1) & mask) {
@@ -49,7 +51,7 @@ class pointer_map {
   /// Removes `addr` and returns its block, or nullptr if absent.
   block* erase(std::uintptr_t addr) noexcept {
     const std::uint64_t h = hash(addr);
-    shard& s = shards_[h >> (64 - shard_bits)];
+    shard& s = shard_of(addr);
     std::lock_guard<spinlock> lock(s.lock);
     const std::size_t mask = s.slots.size() - 1;
     std::size_t i = h & mask;
@@ -86,6 +88,18 @@ class pointer_map {
     std::vector<entry> slots;
     std::size_t count = 0;
   };
+
+  shard& shard_of(std::uintptr_t addr) noexcept {
+    return shards_[mix(static_cast<std::uint64_t>(addr) >> 21) >> (64 - shard_bits)];
+  }
+  const shard& shard_of(std::uintptr_t addr) const noexcept {
+    return shards_[mix(static_cast<std::uint64_t>(addr) >> 21) >> (64 - shard_bits)];
+  }
+  static std::uint64_t mix(std::uint64_t x) noexcept {
+    x ^= x >> 31;
+    x *= 0x9e3779b97f4a7c15ULL;
+    return x ^ (x >> 29);
+  }
 
   static std::uint64_t hash(std::uintptr_t addr) noexcept {
     std::uint64_t x = static_cast<std::uint64_t>(addr) >> 8;  // >= 256 B aligned
