@@ -101,7 +101,9 @@ dynamic_info read_dynamic_info(const std::string& path) {
 class SharedLibrary : public ::testing::Test {
  protected:
   void SetUp() override {
-    handle_ = dlopen(library_path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: like a framework, never unload the allocator library while its memory
+    // may still be in use.
+    handle_ = dlopen(library_path().c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     ASSERT_NE(handle_, nullptr) << "dlopen(" << library_path() << "): " << dlerror();
   }
   void TearDown() override {
