@@ -26,14 +26,15 @@ def find_library():
 
 
 class CachalotStats(ctypes.Structure):
-    """Mirror of cachalot_stats (cachalot/cachalot.h): 19 uint64 counters, in order."""
+    """Mirror of cachalot_stats (cachalot/cachalot.h): 20 uint64 counters, in order."""
 
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "requested_bytes", "requested_bytes_peak", "allocated_bytes", "allocated_bytes_peak",
         "reserved_bytes", "reserved_bytes_peak", "active_bytes", "active_bytes_peak",
         "inactive_split_bytes", "num_allocs", "num_frees", "num_segment_allocs",
         "num_segment_frees", "num_ooms", "num_alloc_retries", "num_cache_flushes",
-        "largest_free_block", "num_live_allocations", "num_segments")]
+        "largest_free_block", "num_live_allocations", "num_segments",
+        "num_use_after_free_writes")]
 
 
 def load(path):
