@@ -184,9 +184,7 @@ class engine {
     const bool split_it = should_split(b, rounded);
     const std::size_t size = split_it ? rounded : b->size;
     const std::size_t whole = b->whole() ? b->seg->size : 0;
-    if (forced) [[unlikely]] {
-      ss.stats.apply(pool, alloc_delta(size, requested, whole));
-    } else if (!ss.stats.try_alloc(pool, size, requested, whole)) [[unlikely]] {
+    if (!ss.stats.try_alloc(pool, size, requested, whole, !forced)) [[unlikely]] {
       *over_ceiling = true;
       return nullptr;
     }
@@ -198,17 +196,6 @@ class engine {
     if (b->size >= max_split_size_) [[unlikely]]
       ++ss.stats.num_oversize;
     return b;
-  }
-
-  static stats_delta alloc_delta(std::size_t size, std::size_t requested,
-                                 std::size_t whole) noexcept {
-    stats_delta d;
-    d.d[q_requested] = static_cast<std::int64_t>(requested);
-    d.d[q_allocated] = static_cast<std::int64_t>(size);
-    d.d[q_active] = static_cast<std::int64_t>(size);
-    d.d[q_allocations] = 1;
-    d.whole_free = -static_cast<std::int64_t>(whole);
-    return d.derive_inactive();
   }
 
   /// Bytes of the segment if freeing `b` (allocated or pending) leaves it wholly free, else 0.
@@ -226,15 +213,7 @@ class engine {
   bool free_block(stream_state& ss, block* b, bool forced) {
     const pool_kind pool = b->seg->pool;
     const std::size_t whole = whole_after_free(b);
-    if (forced) [[unlikely]] {
-      stats_delta d;
-      d.d[q_requested] = -static_cast<std::int64_t>(b->requested);
-      d.d[q_allocated] = -static_cast<std::int64_t>(b->size);
-      d.d[q_active] = -static_cast<std::int64_t>(b->size);
-      d.d[q_allocations] = -1;
-      d.whole_free = static_cast<std::int64_t>(whole);
-      ss.stats.apply(pool, d.derive_inactive());
-    } else if (!ss.stats.try_free(pool, b->size, b->requested, whole)) [[unlikely]] {
+    if (!ss.stats.try_free(pool, b->size, b->requested, whole, !forced)) [[unlikely]] {
       return false;
     }
     ++ss.stats.num_frees;
@@ -279,8 +258,8 @@ class engine {
   }
 
   /// Under ss.lock: frees an allocated or pending block, coalescing it with free neighbours.
-  /// Returns the segment's size if the segment is now wholly free, else 0.
-  std::size_t release_block(stream_state& ss, block* b) {
+  /// (Whether that leaves the segment wholly free is known beforehand: whole_after_free.)
+  void release_block(stream_state& ss, block* b) {
     b->requested = 0;
     if (block* n = b->next; n != nullptr && n->state == block_state::free) {
       remove_free(ss, n);
@@ -298,7 +277,6 @@ class engine {
       b = p;
     }
     insert_free(ss, b);
-    return b->whole() ? b->seg->size : 0;
   }
 
   /// Holds the stats mutex and every stream lock (in registry order); on release, raises the

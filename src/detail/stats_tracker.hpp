@@ -49,30 +49,20 @@ struct stats_delta {
 /// One stream's counters. Guarded by the stream's lock.
 class stream_stats {
  public:
-  /// Applies `delta` to `pool` if no increase crosses a ceiling; false (nothing applied) if
-  /// one would.
-  bool try_apply(pool_kind pool, const stats_delta& delta) noexcept {
-    const std::size_t p = static_cast<std::size_t>(pool);
-    for (std::size_t q = 0; q < quantity_count; ++q) {
-      const std::int64_t d = delta.d[q];
-      if (d > 0 && current(q, p) + static_cast<std::uint64_t>(d) > ceiling_[q][p]) return false;
-    }
-    apply(pool, delta);
-    return true;
-  }
-
-  /// Hot-path form of try_apply for an allocation of `size` bytes (asked: `requested`) that
-  /// takes `whole` bytes of wholly free segment (0 if none).
-  bool try_alloc(pool_kind pool, std::uint64_t size, std::uint64_t requested,
-                 std::uint64_t whole) noexcept {
+  /// Counts an allocation of `size` bytes (asked: `requested`) that takes `whole` bytes of
+  /// wholly free segment (0 if none). With `checked`, returns false and changes nothing if an
+  /// increase would cross a ceiling; unchecked is only for the stats mutex with every stream
+  /// locked (a rebalance follows).
+  bool try_alloc(pool_kind pool, std::uint64_t size, std::uint64_t requested, std::uint64_t whole,
+                 bool checked = true) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     const std::uint64_t up_inactive = whole > size ? whole - size : 0;
     const std::uint64_t down_inactive = size > whole ? size - whole : 0;
-    if (current(q_allocated, p) + size > ceiling_[q_allocated][p] ||
-        current(q_requested, p) + requested > ceiling_[q_requested][p] ||
-        current(q_active, p) + size > ceiling_[q_active][p] ||
-        current(q_allocations, p) + 1 > ceiling_[q_allocations][p] ||
-        current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p]) {
+    if (checked && (current(q_allocated, p) + size > ceiling_[q_allocated][p] ||
+                    current(q_requested, p) + requested > ceiling_[q_requested][p] ||
+                    current(q_active, p) + size > ceiling_[q_active][p] ||
+                    current(q_allocations, p) + 1 > ceiling_[q_allocations][p] ||
+                    current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p])) {
       return false;
     }
     inc_[q_allocated][p] += size;
@@ -85,14 +75,14 @@ class stream_stats {
     return true;
   }
 
-  /// Hot-path form of try_apply for freeing an allocated block of `size` bytes (asked:
-  /// `requested`) that leaves `whole` bytes of segment wholly free (0 if none).
-  bool try_free(pool_kind pool, std::uint64_t size, std::uint64_t requested,
-                std::uint64_t whole) noexcept {
+  /// Counts the free of an allocated block of `size` bytes (asked: `requested`) that leaves
+  /// `whole` bytes of segment wholly free (0 if none); `checked` as for try_alloc.
+  bool try_free(pool_kind pool, std::uint64_t size, std::uint64_t requested, std::uint64_t whole,
+                bool checked = true) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     const std::uint64_t up_inactive = size > whole ? size - whole : 0;
     const std::uint64_t down_inactive = whole > size ? whole - size : 0;
-    if (current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p]) return false;
+    if (checked && current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p]) return false;
     dec_[q_allocated][p] += size;
     dec_[q_requested][p] += requested;
     dec_[q_active][p] += size;
@@ -103,7 +93,8 @@ class stream_stats {
     return true;
   }
 
-  /// Applies `delta` unconditionally (only under the stats mutex with every stream locked).
+  /// Applies `delta` (the cold paths' changes) without a ceiling check: for decreases, or under
+  /// the stats mutex with every stream locked.
   void apply(pool_kind pool, const stats_delta& delta) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     for (std::size_t q = 0; q < quantity_count; ++q) {
