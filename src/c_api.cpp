@@ -64,14 +64,8 @@ cachalot_status guarded(F&& f) noexcept {
   try {
     f();
     return CACHALOT_SUCCESS;
-  } catch (const error& e) {
-    return fail(to_c(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(CACHALOT_ERROR_OUT_OF_MEMORY, "host memory exhausted");
-  } catch (const std::exception& e) {
-    return fail(CACHALOT_ERROR_BACKEND, e.what());
   } catch (...) {
-    return fail(CACHALOT_ERROR_BACKEND, "unknown error");
+    return status_of_current_exception(nullptr);
   }
 }
 
@@ -116,6 +110,27 @@ void fill(const memory_stats& s, cachalot_stats* out) {
 
 void set_last_error(const std::string& message) {
   t_last_error = message;
+}
+
+cachalot_status status_of_current_exception(const char* context) noexcept {
+  const auto record = [context](cachalot_status s, const char* what) {
+    try {
+      set_last_error(context == nullptr ? std::string(what) : std::string(context) + ": " + what);
+    } catch (...) {  // no memory for the message: the status still tells the caller
+    }
+    return s;
+  };
+  try {
+    throw;
+  } catch (const error& e) {
+    return record(to_c(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return record(CACHALOT_ERROR_OUT_OF_MEMORY, "host memory exhausted");
+  } catch (const std::exception& e) {
+    return record(CACHALOT_ERROR_BACKEND, e.what());
+  } catch (...) {
+    return record(CACHALOT_ERROR_BACKEND, "unknown error");
+  }
 }
 
 cachalot_status copy_text(const std::string& text, char* buf, std::size_t capacity,

@@ -3,10 +3,6 @@
 // hooks return NULL so that the framework raises its own out-of-memory error.
 #include "cachalot/hooks.h"
 
-#include <algorithm>
-#include <cstring>
-#include <exception>
-#include <new>
 #include <string>
 
 #include "cachalot/default.hpp"
@@ -20,33 +16,7 @@ using cachalot::allocator;
 
 // Records the failure of `hook` as the thread's last error; returns its C status.
 cachalot_status record_failure(const char* hook) noexcept {
-  try {
-    throw;
-  } catch (const cachalot::error& e) {
-    try {
-      cachalot::detail::set_last_error(std::string(hook) + ": " + e.what());
-    } catch (...) {
-    }
-    return static_cast<cachalot_status>(e.code());
-  } catch (const std::bad_alloc&) {
-    try {
-      cachalot::detail::set_last_error(std::string(hook) + ": host out of memory");
-    } catch (...) {
-    }
-    return CACHALOT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    try {
-      cachalot::detail::set_last_error(std::string(hook) + ": " + e.what());
-    } catch (...) {
-    }
-    return CACHALOT_ERROR_BACKEND;
-  } catch (...) {
-    try {
-      cachalot::detail::set_last_error(std::string(hook) + ": unknown exception");
-    } catch (...) {
-    }
-    return CACHALOT_ERROR_BACKEND;
-  }
+  return cachalot::detail::status_of_current_exception(hook);
 }
 
 // Frees `ptr` (of `size` bytes, 0: unknown) on `stream` with the allocator of `device` or, if
@@ -155,14 +125,8 @@ cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t ca
     if (buf == nullptr && capacity != 0) {
       throw cachalot::invalid_argument("buf is NULL but capacity is not 0", __FILE__, __LINE__);
     }
-    const std::string text = cachalot::default_allocator(device).memory_summary();
-    if (needed != nullptr) *needed = text.size() + 1;
-    if (capacity != 0) {
-      const std::size_t n = std::min(text.size(), capacity - 1);
-      std::memcpy(buf, text.data(), n);
-      buf[n] = '\0';
-    }
-    return CACHALOT_SUCCESS;
+    return cachalot::detail::copy_text(cachalot::default_allocator(device).memory_summary(), buf,
+                                       capacity, needed);
   } catch (...) {
     return record_failure("cachalot_default_memory_summary");
   }

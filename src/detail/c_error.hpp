@@ -1,23 +1,22 @@
-// The C shim's per-thread error message, shared by every file that implements a C entry point
-// (c_api.cpp defines it; hooks.cpp uses it). cachalot_last_error() returns what the calling
-// thread stored last.
+// What every file implementing C entry points shares (c_api.cpp defines it; hooks.cpp uses it):
+// the per-thread last-error message read by cachalot_last_error(), the translation of a caught
+// exception into a status, and the copies of stats and text into callers' buffers.
 #pragma once
 
+#include <cstddef>
 #include <string>
+
+#include "cachalot/cachalot.h"
+#include "cachalot/stats.hpp"
 
 namespace cachalot::detail {
 
 /// Stores `message` as the calling thread's last error (read back by cachalot_last_error()).
 void set_last_error(const std::string& message);
 
-}  // namespace cachalot::detail
-
-#include <cstddef>
-
-#include "cachalot/cachalot.h"
-#include "cachalot/stats.hpp"
-
-namespace cachalot::detail {
+/// Inside a catch block: turns the exception being handled into its C status and stores its
+/// message (prefixed by "`context`: " when `context` is not null) as the last error.
+cachalot_status status_of_current_exception(const char* context) noexcept;
 
 /// Copies `text` into a caller's buffer as cachalot_memory_summary documents.
 cachalot_status copy_text(const std::string& text, char* buf, std::size_t capacity,
