@@ -89,12 +89,11 @@ class pointer_map {
     std::size_t count = 0;
   };
 
-  shard& shard_of(std::uintptr_t addr) noexcept {
-    return shards_[mix(static_cast<std::uint64_t>(addr) >> 21) >> (64 - shard_bits)];
+  static std::size_t shard_index(std::uintptr_t addr) noexcept {
+    return mix(static_cast<std::uint64_t>(addr) >> 21) >> (64 - shard_bits);
   }
-  const shard& shard_of(std::uintptr_t addr) const noexcept {
-    return shards_[mix(static_cast<std::uint64_t>(addr) >> 21) >> (64 - shard_bits)];
-  }
+  shard& shard_of(std::uintptr_t addr) noexcept { return shards_[shard_index(addr)]; }
+  const shard& shard_of(std::uintptr_t addr) const noexcept { return shards_[shard_index(addr)]; }
   static std::uint64_t mix(std::uint64_t x) noexcept {
     x ^= x >> 31;
     x *= 0x9e3779b97f4a7c15ULL;
