@@ -24,6 +24,14 @@ const char* fault_op_name(fault_op op) noexcept {
       return "synchronize";
     case fault_op::memory_info:
       return "memory_info";
+    case fault_op::reserve_address_range:
+      return "reserve_address_range";
+    case fault_op::release_address_range:
+      return "release_address_range";
+    case fault_op::map_chunk:
+      return "map_chunk";
+    case fault_op::unmap_chunk:
+      return "unmap_chunk";
   }
   return "unknown";
 }
@@ -44,8 +52,17 @@ void faulty_backend::fail_always(fault_op op, bool on) {
 }
 
 void faulty_backend::set_allocate_mode(fault_mode mode) {
+  set_mode(fault_op::allocate_segment, mode);
+}
+
+void faulty_backend::set_mode(fault_op op, fault_mode mode) {
+  CACHALOT_EXPECTS(op == fault_op::allocate_segment || op == fault_op::reserve_address_range ||
+                       op == fault_op::map_chunk,
+                   invalid_argument,
+                   "faulty_backend: {} cannot run out; it always fails by throwing",
+                   fault_op_name(op));
   std::lock_guard<std::mutex> lock(mutex_);
-  allocate_mode_ = mode;
+  modes_[static_cast<std::size_t>(op)] = mode;
 }
 
 void faulty_backend::clear() {
@@ -84,6 +101,18 @@ void faulty_backend::trip_or_throw(fault_op op) {
   }
 }
 
+bool faulty_backend::trip_soft(fault_op op) {
+  if (!trip(op)) return false;
+  fault_mode mode;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mode = modes_[static_cast<std::size_t>(op)];
+  }
+  if (mode == fault_mode::out_of_memory) return true;
+  CACHALOT_FAIL(backend_error, "fault injection: {} failed on purpose ({} backend)",
+                fault_op_name(op), inner_->name());
+}
+
 std::string faulty_backend::name() const {
   return inner_->name();
 }
@@ -92,16 +121,7 @@ int faulty_backend::device() const {
 }
 
 void* faulty_backend::allocate_segment(std::size_t bytes, stream_t stream) {
-  if (trip(fault_op::allocate_segment)) {
-    fault_mode mode;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      mode = allocate_mode_;
-    }
-    if (mode == fault_mode::out_of_memory) return nullptr;
-    CACHALOT_FAIL(backend_error, "fault injection: allocate_segment({} B) failed on purpose",
-                  bytes);
-  }
+  if (trip_soft(fault_op::allocate_segment)) return nullptr;
   return inner_->allocate_segment(bytes, stream);
 }
 
@@ -160,15 +180,19 @@ std::size_t faulty_backend::vm_granularity() const {
   return inner_->vm_granularity();
 }
 void* faulty_backend::reserve_address_range(std::size_t bytes) {
+  if (trip_soft(fault_op::reserve_address_range)) return nullptr;
   return inner_->reserve_address_range(bytes);
 }
 void faulty_backend::release_address_range(void* base, std::size_t bytes) {
+  trip_or_throw(fault_op::release_address_range);
   inner_->release_address_range(base, bytes);
 }
 bool faulty_backend::map_chunk(void* addr, std::size_t bytes) {
+  if (trip_soft(fault_op::map_chunk)) return false;
   return inner_->map_chunk(addr, bytes);
 }
 void faulty_backend::unmap_chunk(void* addr, std::size_t bytes) {
+  trip_or_throw(fault_op::unmap_chunk);
   inner_->unmap_chunk(addr, bytes);
 }
 

@@ -1,8 +1,10 @@
 // The simulated device (see include/cachalot/simulated_device.hpp). Address space: one
-// PROT_NONE, MAP_NORESERVE reservation of twice the capacity, handed out first-fit from an
-// address-ordered map of free ranges; with host backing, live segments are made read-write
-// and freed ones are discarded and protected again. Capacity is accounted in bytes rounded to
-// the alignment. One mutex guards everything.
+// PROT_NONE, MAP_NORESERVE reservation of twice the capacity for segments, handed out
+// first-fit (detail::address_ranges); with host backing, live segments are made read-write
+// and freed ones are discarded and protected again. Virtual memory (ranges and chunks) lives
+// in detail::simulated_vm, with its own reservation; this file adds to it the capacity, the
+// counters and fault injection. Capacity is accounted in bytes: segments rounded to the
+// alignment, chunks exactly. One mutex guards everything.
 #include "cachalot/simulated_device.hpp"
 
 #include <sys/mman.h>
@@ -15,12 +17,17 @@
 #include <unordered_set>
 
 #include "cachalot/errors.hpp"
+#include "detail/address_ranges.hpp"
 #include "detail/checks.hpp"
+#include "detail/simulated_vm.hpp"
 
 namespace cachalot {
 
 namespace {
 constexpr std::uintptr_t synthetic_base = std::uintptr_t{0x100000000000};
+// Largest address space for virtual memory: keeps synthetic addresses far from overflowing.
+constexpr std::size_t max_vm_space = std::size_t{1} << 56;
+constexpr std::size_t default_vm_factor = 64;
 
 struct sim_stream {
   std::uint64_t submitted = 0;
@@ -49,8 +56,10 @@ struct simulated_device::impl {
   std::size_t mapping_size = 0;
   std::uintptr_t base = 0;
   mutable std::mutex mutex;
-  std::map<std::uintptr_t, std::size_t> free_ranges;  // address -> length
-  std::map<std::uintptr_t, std::size_t> live;         // address -> requested length
+  detail::address_ranges free_ranges;
+  std::map<std::uintptr_t, std::size_t> live;  // address -> requested length
+  std::unique_ptr<detail::simulated_vm> vm;
+  std::size_t vm_space = 0;
   std::unordered_map<stream_t, sim_stream> streams;
   std::unordered_set<sim_event*> events;
   std::array<fault_plan, sim_op_count> faults{};
@@ -75,32 +84,28 @@ struct simulated_device::impl {
     return false;
   }
 
-  std::uintptr_t take_range(std::size_t len) {
-    for (auto it = free_ranges.begin(); it != free_ranges.end(); ++it) {
-      if (it->second < len) continue;
-      const std::uintptr_t addr = it->first;
-      const std::size_t rest = it->second - len;
-      free_ranges.erase(it);
-      if (rest != 0) free_ranges.emplace(addr + len, rest);
-      return addr;
+  // Checks the virtual-memory options; returns the address space for ranges.
+  std::size_t check_vm_options() const {
+    const std::size_t g = opts.vm_granularity;
+    CACHALOT_EXPECTS(g != 0 && (g & (g - 1)) == 0 && g <= max_vm_space, invalid_argument,
+                     "simulated device: vm_granularity {} is not a power of two", g);
+    CACHALOT_EXPECTS(!opts.host_backing || g % page == 0, invalid_argument,
+                     "simulated device: vm_granularity {} is not a multiple of the page size ({}), "
+                     "which host backing needs",
+                     g, page);
+    CACHALOT_EXPECTS(opts.vm_address_space <= max_vm_space, invalid_argument,
+                     "simulated device: vm_address_space {} is above the limit of {}",
+                     opts.vm_address_space, max_vm_space);
+    std::size_t space = opts.vm_address_space;
+    if (space == 0) {
+      space = opts.capacity > max_vm_space / default_vm_factor ? max_vm_space
+                                                               : default_vm_factor * opts.capacity;
     }
-    return 0;
+    return (space + g - 1) / g * g;
   }
 
-  void give_range(std::uintptr_t addr, std::size_t len) {
-    auto next = free_ranges.lower_bound(addr);
-    if (next != free_ranges.end() && addr + len == next->first) {
-      len += next->second;
-      next = free_ranges.erase(next);
-    }
-    if (next != free_ranges.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == addr) {
-        prev->second += len;
-        return;
-      }
-    }
-    free_ranges.emplace(addr, len);
+  std::size_t free_bytes() const {
+    return opts.capacity - counters.used_bytes - counters.mapped_bytes;
   }
 
   sim_event* event_of(event_t e) {
@@ -124,6 +129,7 @@ simulated_device::simulated_device(const sim_options& options) : impl_(std::make
                    invalid_argument, "simulated device: alignment {} is not a power of two",
                    options.alignment);
   d.page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  d.vm_space = d.check_vm_options();
   d.place_align = options.host_backing ? std::max(options.alignment, d.page) : options.alignment;
   // Twice the capacity, so that the address space never runs out before the capacity does.
   const std::size_t cap = options.capacity;
@@ -140,7 +146,9 @@ simulated_device::simulated_device(const sim_options& options) : impl_(std::make
     d.base = reinterpret_cast<std::uintptr_t>(m);
   }
   const std::uintptr_t aligned = (d.base + d.place_align - 1) / d.place_align * d.place_align;
-  d.free_ranges.emplace(aligned, d.mapping_size - (aligned - d.base));
+  d.free_ranges.give(aligned, d.mapping_size - (aligned - d.base));
+  d.vm = std::make_unique<detail::simulated_vm>(detail::sim_vm_layout{
+      options.vm_granularity, d.vm_space, options.host_backing, d.base, d.base + d.mapping_size});
 }
 
 simulated_device::~simulated_device() {
@@ -170,19 +178,18 @@ bool simulated_device::host_accessible() const {
 void* simulated_device::allocate_segment(std::size_t bytes, stream_t) {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
-  if (d.inject(sim_op::allocate_segment) || bytes == 0 ||
-      d.charged(bytes) > d.opts.capacity - d.counters.used_bytes) {
+  if (d.inject(sim_op::allocate_segment) || bytes == 0 || d.charged(bytes) > d.free_bytes()) {
     ++d.counters.failed_segment_allocs;
     return nullptr;
   }
-  const std::uintptr_t addr = d.take_range(d.placed(bytes));
+  const std::uintptr_t addr = d.free_ranges.take(d.placed(bytes));
   if (addr == 0) {
     ++d.counters.failed_segment_allocs;
     return nullptr;
   }
   if (d.opts.host_backing &&
       mprotect(reinterpret_cast<void*>(addr), d.placed(bytes), PROT_READ | PROT_WRITE) != 0) {
-    d.give_range(addr, d.placed(bytes));
+    d.free_ranges.give(addr, d.placed(bytes));
     CACHALOT_FAIL(backend_error, "simulated device: mprotect failed for {} B", bytes);
   }
   d.live.emplace(addr, bytes);
@@ -210,7 +217,7 @@ void simulated_device::free_segment(void* ptr, std::size_t bytes) {
     mprotect(ptr, d.placed(bytes), PROT_NONE);
   }
   d.live.erase(it);
-  d.give_range(addr, d.placed(bytes));
+  d.free_ranges.give(addr, d.placed(bytes));
   d.counters.used_bytes -= d.charged(bytes);
   ++d.counters.segment_frees;
   --d.counters.live_segments;
@@ -297,7 +304,83 @@ device_memory_info simulated_device::memory_info() {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
   ++d.counters.memory_info_calls;
-  return device_memory_info{d.opts.capacity, d.opts.capacity - d.counters.used_bytes};
+  return device_memory_info{d.opts.capacity, d.free_bytes()};
+}
+
+bool simulated_device::supports_virtual_memory() const {
+  return impl_->opts.virtual_memory;
+}
+std::size_t simulated_device::vm_granularity() const {
+  return impl_->opts.vm_granularity;
+}
+std::size_t simulated_device::vm_address_space() const noexcept {
+  return impl_->vm_space;
+}
+
+void* simulated_device::reserve_address_range(std::size_t bytes) {
+  impl& d = *impl_;
+  if (!d.opts.virtual_memory) return device_backend::reserve_address_range(bytes);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  d.vm->check_reserve(bytes);
+  const std::uintptr_t base = d.inject(sim_op::reserve_address_range) ? 0 : d.vm->reserve(bytes);
+  if (base == 0) {
+    ++d.counters.failed_range_reserves;
+    return nullptr;
+  }
+  ++d.counters.range_reserves;
+  ++d.counters.live_ranges;
+  d.counters.reserved_range_bytes += bytes;
+  return reinterpret_cast<void*>(base);
+}
+
+void simulated_device::release_address_range(void* base, std::size_t bytes) {
+  impl& d = *impl_;
+  if (!d.opts.virtual_memory) return device_backend::release_address_range(base, bytes);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const auto addr = reinterpret_cast<std::uintptr_t>(base);
+  d.vm->check_release(addr, bytes);
+  if (d.inject(sim_op::release_address_range)) {
+    CACHALOT_FAIL(backend_error,
+                  "simulated device: injected failure of release_address_range({:#x}, {} B)", addr,
+                  bytes);
+  }
+  d.vm->release(addr, bytes);
+  ++d.counters.range_releases;
+  --d.counters.live_ranges;
+  d.counters.reserved_range_bytes -= bytes;
+}
+
+bool simulated_device::map_chunk(void* addr, std::size_t bytes) {
+  impl& d = *impl_;
+  if (!d.opts.virtual_memory) return device_backend::map_chunk(addr, bytes);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const auto at = reinterpret_cast<std::uintptr_t>(addr);
+  d.vm->check_map(at, bytes);
+  if (d.inject(sim_op::map_chunk) || bytes > d.free_bytes()) {
+    ++d.counters.failed_chunk_maps;
+    return false;
+  }
+  d.vm->map(at, bytes);
+  ++d.counters.chunk_maps;
+  ++d.counters.live_chunks;
+  d.counters.mapped_bytes += bytes;
+  return true;
+}
+
+void simulated_device::unmap_chunk(void* addr, std::size_t bytes) {
+  impl& d = *impl_;
+  if (!d.opts.virtual_memory) return device_backend::unmap_chunk(addr, bytes);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const auto at = reinterpret_cast<std::uintptr_t>(addr);
+  d.vm->check_unmap(at, bytes);
+  if (d.inject(sim_op::unmap_chunk)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of unmap_chunk({:#x}, {} B)",
+                  at, bytes);
+  }
+  d.vm->unmap(at, bytes);
+  ++d.counters.chunk_unmaps;
+  --d.counters.live_chunks;
+  d.counters.mapped_bytes -= bytes;
 }
 
 void simulated_device::hold_stream(stream_t stream) {
@@ -346,6 +429,11 @@ bool simulated_device::is_live(const void* ptr, std::size_t bytes) const {
   if (it == impl_->live.begin()) return false;
   --it;
   return addr >= it->first && addr + bytes <= it->first + it->second;
+}
+
+bool simulated_device::is_mapped(const void* ptr, std::size_t bytes) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->vm->is_mapped(reinterpret_cast<std::uintptr_t>(ptr), bytes);
 }
 
 }  // namespace cachalot

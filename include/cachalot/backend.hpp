@@ -5,8 +5,9 @@
 //
 // Contract for implementers:
 //  - every method may be called from any thread concurrently;
-//  - allocate_segment returns nullptr when the device is out of memory and throws
-//    backend_error for any other failure; other methods throw backend_error on failure;
+//  - allocate_segment returns nullptr when the device is out of memory (map_chunk false,
+//    reserve_address_range nullptr when out of address space) and throws backend_error for
+//    any other failure; other methods throw backend_error on failure;
 //  - the engine never calls a backend on its cache-hit path.
 #pragma once
 
@@ -70,20 +71,49 @@ class device_backend {
   /// host backing). Checked mode then poisons free blocks to catch writes after free.
   virtual bool host_accessible() const { return false; }
 
-  // --- Room for the virtual memory API (expandable segments). Optional. ---------------------
+  // --- Virtual memory (expandable segments). Optional. ---------------------------------------
+  // Contract, the same on every backend that supports it (the simulated device, CUDA):
+  //  - G = vm_granularity(), a power of two. Every size passed below is a nonzero multiple of
+  //    G and every address is G-aligned; reserve_address_range returns G-aligned bases.
+  //  - A range is address space only: nothing is mapped in it when reserved, it costs no
+  //    device memory, and the device may access none of it until chunks are mapped.
+  //  - map_chunk(addr, bytes) creates ONE physical allocation of `bytes` and maps it at
+  //    [addr, addr + bytes), readable and writable by the backend's device. The span lies inside
+  //    one reserved range and overlaps no mapped chunk. The chunk counts against the device's
+  //    memory (memory_info().free), like a segment. Its content is unspecified when mapped and
+  //    persists until it is unmapped. Out of device memory: returns false with nothing mapped.
+  //  - unmap_chunk(addr, bytes) takes back exactly one earlier map_chunk, the same addr and
+  //    bytes: chunks are never split or merged (CUDA cannot unmap part of a mapping). The
+  //    physical memory is freed; the range stays reserved and the span can be mapped again. The
+  //    caller makes sure that no queued device work still uses the chunk (the backend need not
+  //    wait for it, though it may synchronize).
+  //  - release_address_range(base, bytes) releases exactly one range from reserve_address_range,
+  //    the same base and bytes, with no chunk mapped in it.
+  //  - Misuse (a size or address off the granularity, a span outside every range or across
+  //    its end, an overlap, an unmap that is not exactly one mapped chunk, a release that is not
+  //    exactly one range or has chunks mapped) throws backend_error naming what is wrong and
+  //    changes nothing: it is how engine bugs are caught. Any other failure also throws
+  //    backend_error and changes nothing (a failed map leaves nothing mapped, a failed unmap
+  //    leaves the chunk mapped, a failed release leaves the range reserved).
+  //  - Where supports_virtual_memory() is false, the four calls throw not_supported.
 
   /// True if the backend can reserve address ranges and map physical chunks into them.
   virtual bool supports_virtual_memory() const { return false; }
-  /// Granularity of physical chunks for map_chunk (2 MiB on current GPUs).
+  /// Granularity G of ranges and chunks, a power of two (2 MiB on current GPUs).
   virtual std::size_t vm_granularity() const { return 2u << 20; }
-  /// Reserves `bytes` of address space with nothing mapped.
-  /// @throws not_supported where supports_virtual_memory() is false
+  /// Reserves `bytes` (a multiple of G) of G-aligned address space with nothing mapped.
+  /// @return the range's base, or nullptr when the address space is exhausted
+  /// @throws backend_error on misuse or any other failure; not_supported without VM support
   virtual void* reserve_address_range(std::size_t bytes);
-  /// Releases a range from reserve_address_range (everything in it must be unmapped).
+  /// Releases exactly one range from reserve_address_range; nothing may be mapped in it.
+  /// @throws backend_error on misuse (range still mapped, not a range) or any other failure
   virtual void release_address_range(void* base, std::size_t bytes);
-  /// Maps `bytes` of new physical memory at `addr`; false when out of memory.
+  /// Maps one new physical allocation of `bytes` at `addr`, inside a range, over no mapping.
+  /// @return false, with nothing mapped, when the device is out of memory
+  /// @throws backend_error on misuse or any other failure
   virtual bool map_chunk(void* addr, std::size_t bytes);
-  /// Unmaps and frees the physical memory mapped at [addr, addr + bytes).
+  /// Unmaps and frees exactly one chunk mapped by map_chunk(addr, bytes).
+  /// @throws backend_error on misuse (not exactly one chunk) or any other failure
   virtual void unmap_chunk(void* addr, std::size_t bytes);
 };
 

@@ -2,9 +2,11 @@
 // simulated device) and forwards every call to it, except the calls chosen to fail: the Nth
 // next call of an operation, or every call while a fault is switched on. A failed call never
 // reaches the wrapped backend, so nothing changes on the device: a failed allocate_segment
-// allocates nothing, a failed free_segment leaves the segment allocated. Failures follow the
-// backend contract: allocate_segment returns nullptr (out of memory) or, in error mode, throws
-// backend_error; every other operation throws backend_error.
+// allocates nothing, a failed free_segment leaves the segment allocated, a failed map_chunk
+// maps nothing, a failed unmap_chunk or release_address_range leaves the chunk mapped or the
+// range reserved. Failures follow the backend contract: the calls that can run out
+// (allocate_segment, reserve_address_range, map_chunk) report it (nullptr, nullptr, false) or,
+// in fault_mode::error, throw backend_error; every other operation throws backend_error.
 // Thread-safe: one mutex guards the plan and the counters; it is never held across a call
 // into the wrapped backend.
 #pragma once
@@ -22,21 +24,25 @@ namespace cachalot {
 
 /// Backend operations a faulty_backend can make fail.
 enum class fault_op : std::uint8_t {
-  allocate_segment,  ///< returns nullptr, or throws in fault_mode::error
-  free_segment,      ///< throws backend_error; the segment stays allocated
-  create_event,      ///< throws backend_error
-  record_event,      ///< throws backend_error
-  query_event,       ///< throws backend_error
-  synchronize,       ///< synchronize_event and synchronize_device; throw backend_error
-  memory_info,       ///< throws backend_error
+  allocate_segment,       ///< returns nullptr, or throws in fault_mode::error
+  free_segment,           ///< throws backend_error; the segment stays allocated
+  create_event,           ///< throws backend_error
+  record_event,           ///< throws backend_error
+  query_event,            ///< throws backend_error
+  synchronize,            ///< synchronize_event and synchronize_device; throw backend_error
+  memory_info,            ///< throws backend_error
+  reserve_address_range,  ///< returns nullptr (out of address space), or throws in error mode
+  release_address_range,  ///< throws backend_error; the range stays reserved
+  map_chunk,              ///< returns false (out of memory), or throws in error mode
+  unmap_chunk,            ///< throws backend_error; the chunk stays mapped
 };
 /// Number of fault_op values.
-inline constexpr std::size_t fault_op_count = 7;
+inline constexpr std::size_t fault_op_count = 11;
 
 /// Short, static name of an operation ("allocate_segment", ...).
 const char* fault_op_name(fault_op op) noexcept;
 
-/// How a failing allocate_segment fails.
+/// How a failing allocate_segment, reserve_address_range or map_chunk fails.
 enum class fault_mode : std::uint8_t {
   out_of_memory,  ///< returns nullptr, as a device that is full
   error,          ///< throws backend_error, as a device that is broken
@@ -54,6 +60,10 @@ class faulty_backend final : public device_backend {
   void fail_always(fault_op op, bool on);
   /// Chooses how allocate_segment fails (out_of_memory by default).
   void set_allocate_mode(fault_mode mode);
+  /// Chooses how `op` fails: allocate_segment, reserve_address_range or map_chunk
+  /// (out_of_memory by default); the other operations always throw.
+  /// @throws invalid_argument for another operation
+  void set_mode(fault_op op, fault_mode mode);
   /// Cancels every planned fault.
   void clear();
   /// Calls of `op` made so far, failed ones included.
@@ -94,12 +104,15 @@ class faulty_backend final : public device_backend {
   bool trip(fault_op op);
   /// Counts a call of `op` and throws backend_error if it must fail.
   void trip_or_throw(fault_op op);
+  /// Counts a call of `op` (one that can run out); true if it must fail by running out, throws
+  /// backend_error if it must fail in error mode.
+  bool trip_soft(fault_op op);
 
   std::shared_ptr<device_backend> inner_;
   mutable std::mutex mutex_;
   std::array<plan, fault_op_count> plans_{};
   std::uint64_t injected_ = 0;
-  fault_mode allocate_mode_ = fault_mode::out_of_memory;
+  std::array<fault_mode, fault_op_count> modes_{};  // out_of_memory (0) by default
 };
 
 }  // namespace cachalot

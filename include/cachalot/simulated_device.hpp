@@ -2,6 +2,18 @@
 //  - Capacity in bytes; addresses come from a reserved virtual range with nothing behind it, so
 //    traces of an 80 GiB GPU replay on a laptop. With host_backing the pages of live segments
 //    are readable and writable (tests write and check contents); freed pages are unmapped.
+//  - Virtual memory (expandable segments), with the contract of backend.hpp: address ranges
+//    are reserved in a second reservation, made at the first reserve_address_range, of
+//    vm_address_space bytes (64 x the capacity by default); physical chunks mapped into them
+//    count against the capacity together with segments (free = capacity - segment bytes -
+//    mapped bytes). With host_backing a mapped chunk is real host memory, zero-filled when
+//    mapped, whose content persists until it is unmapped; an unmapped chunk is PROT_NONE
+//    again (an access faults) and its pages go back to the host.
+//  - Address space: both reservations are PROT_NONE and MAP_NORESERVE, so they cost no memory.
+//    Segments: 2 x the capacity, at construction. Virtual memory: vm_address_space, at the
+//    first reserve_address_range. Without host backing, a reservation the host refuses (huge
+//    capacities, or TSan, whose application address space is about 1 TiB) falls back to
+//    synthetic addresses with nothing behind them; with host backing it is an error.
 //  - Any non-null pointer is a stream handle; nullptr is the default stream.
 //  - Events complete at once, unless the stream they are recorded on is held: work "still
 //    running" there. release_stream() completes it. synchronize_event() on a held stream waits
@@ -21,15 +33,19 @@ namespace cachalot {
 
 /// Operations of the simulated device that can be counted and made to fail.
 enum class sim_op : std::uint8_t {
-  allocate_segment,  ///< fails by returning nullptr (out of memory)
-  free_segment,      ///< fails by throwing backend_error (the segment stays allocated)
-  create_event,      ///< fails by throwing backend_error
-  record_event,      ///< fails by throwing backend_error
-  query_event,       ///< fails by throwing backend_error
-  synchronize,       ///< synchronize_event / synchronize_device; throws backend_error
+  allocate_segment,       ///< fails by returning nullptr (out of memory)
+  free_segment,           ///< fails by throwing backend_error (the segment stays allocated)
+  create_event,           ///< fails by throwing backend_error
+  record_event,           ///< fails by throwing backend_error
+  query_event,            ///< fails by throwing backend_error
+  synchronize,            ///< synchronize_event / synchronize_device; throws backend_error
+  reserve_address_range,  ///< fails by returning nullptr (address space exhausted)
+  release_address_range,  ///< fails by throwing backend_error (the range stays reserved)
+  map_chunk,              ///< fails by returning false (out of memory); nothing is mapped
+  unmap_chunk,            ///< fails by throwing backend_error (the chunk stays mapped)
 };
 /// Number of sim_op values.
-inline constexpr std::size_t sim_op_count = 6;
+inline constexpr std::size_t sim_op_count = 10;
 
 /// Calls made to a simulated device.
 struct sim_counters {
@@ -47,6 +63,16 @@ struct sim_counters {
   std::uint64_t live_segments = 0;          ///< segments allocated and not yet freed
   std::uint64_t live_events = 0;            ///< events created and not yet destroyed
   std::size_t used_bytes = 0;               ///< bytes in live segments
+  std::uint64_t range_reserves = 0;         ///< successful reserve_address_range calls
+  std::uint64_t range_releases = 0;         ///< successful release_address_range calls
+  std::uint64_t failed_range_reserves = 0;  ///< reserve_address_range calls that returned nullptr
+  std::uint64_t chunk_maps = 0;             ///< successful map_chunk calls
+  std::uint64_t chunk_unmaps = 0;           ///< successful unmap_chunk calls
+  std::uint64_t failed_chunk_maps = 0;      ///< map_chunk calls that returned false
+  std::uint64_t live_ranges = 0;            ///< ranges reserved and not yet released
+  std::uint64_t live_chunks = 0;            ///< chunks mapped and not yet unmapped
+  std::size_t reserved_range_bytes = 0;     ///< address space in live ranges
+  std::size_t mapped_bytes = 0;             ///< bytes in mapped chunks (held from the capacity)
 };
 
 /// Options of a simulated device.
@@ -55,6 +81,14 @@ struct sim_options {
   bool host_backing = false;                     ///< make live segments readable and writable
   std::size_t alignment = 512;                   ///< segment base alignment (power of two)
   int device = 0;                                ///< ordinal reported by device()
+  /// supports_virtual_memory(); false models a device without it (the VM calls then throw
+  /// not_supported).
+  bool virtual_memory = true;
+  /// Granularity of ranges and chunks: a power of two; with host_backing at least the page size.
+  std::size_t vm_granularity = std::size_t{2} << 20;
+  /// Address space for all ranges together, rounded up to the granularity; 0 means 64 x the
+  /// capacity. Reserved (PROT_NONE, MAP_NORESERVE) at the first reserve_address_range.
+  std::size_t vm_address_space = 0;
 };
 
 /// The simulated device backend. See the file comment.
@@ -77,6 +111,12 @@ class simulated_device final : public device_backend {
   device_memory_info memory_info() override;
   std::size_t segment_alignment() const override;
   bool host_accessible() const override;
+  bool supports_virtual_memory() const override;
+  std::size_t vm_granularity() const override;
+  void* reserve_address_range(std::size_t bytes) override;
+  void release_address_range(void* base, std::size_t bytes) override;
+  bool map_chunk(void* addr, std::size_t bytes) override;
+  void unmap_chunk(void* addr, std::size_t bytes) override;
 
   /// Marks `stream` busy: events recorded on it from now on stay incomplete until released.
   void hold_stream(stream_t stream);
@@ -98,8 +138,12 @@ class simulated_device final : public device_backend {
   const sim_options& options() const noexcept;
   /// True if [ptr, ptr + bytes) lies inside one live segment.
   bool is_live(const void* ptr, std::size_t bytes) const;
+  /// True if [ptr, ptr + max(bytes, 1)) lies in mapped chunks (one or several adjacent ones).
+  bool is_mapped(const void* ptr, std::size_t bytes) const;
   /// True if the device's memory is host-backed (contents can be read and written).
   bool host_backed() const noexcept;
+  /// Address space of all virtual-memory ranges together (vm_address_space as resolved).
+  std::size_t vm_address_space() const noexcept;
 
  private:
   struct impl;
