@@ -107,7 +107,9 @@ TEST(TraceLoad, MissingFileIsAnError) {
 }
 
 TEST(TraceLoad, BundledTracesAreWellFormed) {
-  for (const char* name : {"llm_inference.csv", "llm_training.csv", "cnn_training.csv"}) {
+  for (const char* name :
+       {"llm_inference.csv", "llm_training.csv", "cnn_training.csv", "cnn_workspace_spike.csv",
+        "two_stream_pipeline.csv", "pinned_fragments.csv", "random_mixed.csv", "llm_serving.csv"}) {
     const trace t = load_trace(std::string(CACHALOT_TRACES_DIR) + "/" + name);
     const trace_summary s = summarize(t);
     EXPECT_GT(s.ops, 5000u) << name;
