@@ -28,6 +28,7 @@ constexpr std::uintptr_t synthetic_base = std::uintptr_t{0x100000000000};
 // Largest address space for virtual memory: keeps synthetic addresses far from overflowing.
 constexpr std::size_t max_vm_space = std::size_t{1} << 56;
 constexpr std::size_t default_vm_factor = 64;
+constexpr std::size_t min_vm_factor = 4;
 
 struct sim_stream {
   std::uint64_t submitted = 0;
@@ -104,6 +105,16 @@ struct simulated_device::impl {
     return (space + g - 1) / g * g;
   }
 
+  // The least address space the default may shrink to where the host refuses 64 x capacity.
+  std::size_t min_vm_space() const {
+    if (opts.vm_address_space != 0) return vm_space;  // asked for: exactly that
+    const std::size_t g = opts.vm_granularity;
+    const std::size_t least = opts.capacity > max_vm_space / min_vm_factor
+                                  ? max_vm_space
+                                  : (min_vm_factor * opts.capacity + g - 1) / g * g;
+    return std::min(least, vm_space);
+  }
+
   std::size_t free_bytes() const {
     return opts.capacity - counters.used_bytes - counters.mapped_bytes;
   }
@@ -147,8 +158,9 @@ simulated_device::simulated_device(const sim_options& options) : impl_(std::make
   }
   const std::uintptr_t aligned = (d.base + d.place_align - 1) / d.place_align * d.place_align;
   d.free_ranges.give(aligned, d.mapping_size - (aligned - d.base));
-  d.vm = std::make_unique<detail::simulated_vm>(detail::sim_vm_layout{
-      options.vm_granularity, d.vm_space, options.host_backing, d.base, d.base + d.mapping_size});
+  d.vm = std::make_unique<detail::simulated_vm>(
+      detail::sim_vm_layout{options.vm_granularity, d.vm_space, d.min_vm_space(),
+                            options.host_backing, d.base, d.base + d.mapping_size});
 }
 
 simulated_device::~simulated_device() {
@@ -313,8 +325,9 @@ bool simulated_device::supports_virtual_memory() const {
 std::size_t simulated_device::vm_granularity() const {
   return impl_->opts.vm_granularity;
 }
-std::size_t simulated_device::vm_address_space() const noexcept {
-  return impl_->vm_space;
+std::size_t simulated_device::vm_address_space() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->vm->space();
 }
 
 void* simulated_device::reserve_address_range(std::size_t bytes) {

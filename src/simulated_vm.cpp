@@ -30,9 +30,14 @@ simulated_vm::~simulated_vm() {
 
 void simulated_vm::make_space() {
   const std::size_t g = layout_.granularity;
-  mapping_size_ = layout_.space + g;  // room to align the base
-  void* m =
-      mmap(nullptr, mapping_size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* m = MAP_FAILED;
+  for (;;) {
+    mapping_size_ = layout_.space + g;  // room to align the base
+    m = mmap(nullptr, mapping_size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    const std::size_t half = layout_.space / 2 / g * g;
+    if (m != MAP_FAILED || half < layout_.min_space || half == 0) break;
+    layout_.space = half;
+  }
   if (m != MAP_FAILED) {
     mapping_ = m;
     base_ = align_up(reinterpret_cast<std::uintptr_t>(m), g);
@@ -40,7 +45,7 @@ void simulated_vm::make_space() {
     CACHALOT_EXPECTS(!layout_.host_backing, backend_error,
                      "simulated device: cannot reserve {} B of address space for host-backed "
                      "virtual memory ({}); lower sim_options::vm_address_space",
-                     mapping_size_, std::strerror(errno));
+                     layout_.space, std::strerror(errno));
     mapping_size_ = 0;
     base_ = align_up(synthetic_vm_base, g);
     if (base_ < layout_.avoid_end && layout_.avoid_begin < base_ + layout_.space) {

@@ -11,9 +11,10 @@
 //    again (an access faults) and its pages go back to the host.
 //  - Address space: both reservations are PROT_NONE and MAP_NORESERVE, so they cost no memory.
 //    Segments: 2 x the capacity, at construction. Virtual memory: vm_address_space, at the
-//    first reserve_address_range. Without host backing, a reservation the host refuses (huge
-//    capacities, or TSan, whose application address space is about 1 TiB) falls back to
-//    synthetic addresses with nothing behind them; with host backing it is an error.
+//    first reserve_address_range (by default 64 x the capacity, halved down to 4 x while the
+//    host refuses it). Without host backing, a reservation the host refuses (huge capacities,
+//    or TSan, whose application address space is about 1 TiB) falls back to synthetic
+//    addresses with nothing behind them; with host backing it is an error.
 //  - Any non-null pointer is a stream handle; nullptr is the default stream.
 //  - Events complete at once, unless the stream they are recorded on is held: work "still
 //    running" there. release_stream() completes it. synchronize_event() on a held stream waits
@@ -87,7 +88,8 @@ struct sim_options {
   /// Granularity of ranges and chunks: a power of two; with host_backing at least the page size.
   std::size_t vm_granularity = std::size_t{2} << 20;
   /// Address space for all ranges together, rounded up to the granularity; 0 means 64 x the
-  /// capacity. Reserved (PROT_NONE, MAP_NORESERVE) at the first reserve_address_range.
+  /// capacity, halved down to 4 x where the host refuses that much. Reserved (PROT_NONE,
+  /// MAP_NORESERVE) at the first reserve_address_range.
   std::size_t vm_address_space = 0;
 };
 
@@ -142,8 +144,9 @@ class simulated_device final : public device_backend {
   bool is_mapped(const void* ptr, std::size_t bytes) const;
   /// True if the device's memory is host-backed (contents can be read and written).
   bool host_backed() const noexcept;
-  /// Address space of all virtual-memory ranges together (vm_address_space as resolved).
-  std::size_t vm_address_space() const noexcept;
+  /// Address space of all virtual-memory ranges together: vm_address_space as resolved (with
+  /// the default, less once reserved where the host refused 64 x the capacity).
+  std::size_t vm_address_space() const;
 
  private:
   struct impl;

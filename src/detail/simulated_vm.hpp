@@ -1,8 +1,9 @@
 // Virtual memory of the simulated device: the bookkeeping behind reserve_address_range,
 // map_chunk, unmap_chunk and release_address_range (the device adds locking, capacity,
 // counters and fault injection). Address ranges are carved from one PROT_NONE, MAP_NORESERVE
-// reservation of `space` bytes made at the first reserve (or, without host backing and when
-// the host refuses that much address space, from synthetic addresses with nothing behind).
+// reservation of `space` bytes made at the first reserve, halved down to `min_space` while the
+// host refuses it (TSan's application memory is about 1 TiB); failing that, without host
+// backing, from synthetic addresses with nothing behind them.
 // Invariants: ranges are granularity-aligned, disjoint and separated by at least one unused
 // granule; chunks are granularity-aligned, disjoint, each inside one range; with host backing
 // exactly the mapped chunks are readable and writable, everything else in the reservation is
@@ -22,6 +23,7 @@ namespace cachalot::detail {
 struct sim_vm_layout {
   std::size_t granularity = 0;     ///< chunk and range granularity (a power of two)
   std::size_t space = 0;           ///< address space for all ranges (a multiple of granularity)
+  std::size_t min_space = 0;       ///< if the host refuses `space`, halve it down to this
   bool host_backing = false;       ///< mapped chunks are real, readable and writable host pages
   std::uintptr_t avoid_begin = 0;  ///< synthetic addresses must avoid [avoid_begin, avoid_end)
   std::uintptr_t avoid_end = 0;    ///< (the device's segment reservation)
@@ -57,6 +59,8 @@ class simulated_vm {
 
   /// True if every byte of [addr, addr + max(bytes, 1)) lies in mapped chunks.
   bool is_mapped(std::uintptr_t addr, std::size_t bytes) const;
+  /// Address space for all ranges: layout.space, or less once reserved if the host refused it.
+  std::size_t space() const noexcept { return layout_.space; }
   /// True once the address space is reserved (at the first reserve).
   bool has_space() const noexcept { return base_ != 0; }
   /// True if the addresses are synthetic (nothing behind them).

@@ -5,6 +5,7 @@
 // and concurrent map/unmap.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -336,6 +337,63 @@ TEST(simulated_vm, BigCapacitiesNeedNoHostMemory) {
   d.free_segment(seg, std::size_t{100} << 30);
   d.release_address_range(r, std::size_t{512} << 30);
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+/// Limits this process's address space to what it uses now plus `extra` bytes while alive
+/// (sanitizers reserve terabytes of shadow memory, so the tests using it do not run there).
+class address_space_limit {
+ public:
+  explicit address_space_limit(std::size_t extra) {
+    getrlimit(RLIMIT_AS, &old_);
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0;
+    statm >> pages;
+    rlimit lim = old_;
+    lim.rlim_cur = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) + extra;
+    ok_ = setrlimit(RLIMIT_AS, &lim) == 0;
+  }
+  ~address_space_limit() { setrlimit(RLIMIT_AS, &old_); }
+  address_space_limit(const address_space_limit&) = delete;
+  address_space_limit& operator=(const address_space_limit&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit old_{};
+  bool ok_ = false;
+};
+
+TEST(simulated_vm, TheDefaultAddressSpaceShrinksWhereTheHostRefusesIt) {
+  simulated_device d(vm_opts(GiB, true));  // asks for 64 GiB
+  address_space_limit limit(20 * GiB);
+  ASSERT_TRUE(limit.ok());
+  void* r = d.reserve_address_range(GiB);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(d.vm_address_space(), 16 * GiB) << "64, 32 refused; 16 GiB fits under the limit";
+  ASSERT_TRUE(d.map_chunk(r, G));
+  static_cast<char*>(r)[1] = 1;  // host-backed: real memory
+  d.unmap_chunk(r, G);
+  d.release_address_range(r, GiB);
+}
+
+TEST(simulated_vm, ARefusedReservationIsSyntheticOrAnError) {
+  address_space_limit limit(GiB);
+  ASSERT_TRUE(limit.ok());
+  simulated_device bare(vm_opts(GiB));  // segments: 2 GiB refused, synthetic
+  void* r = bare.reserve_address_range(GiB);
+  ASSERT_NE(r, nullptr) << "synthetic addresses, nothing behind them";
+  ASSERT_TRUE(bare.map_chunk(r, GiB));
+  EXPECT_TRUE(bare.is_mapped(r, GiB));
+  bare.unmap_chunk(r, GiB);
+  bare.release_address_range(r, GiB);
+  sim_options o = vm_opts(64 * MiB, true);  // segments fit
+  o.vm_address_space = 4 * GiB;             // asked for exactly: never shrunk
+  simulated_device host(o);
+  EXPECT_EQ(backend_error_with([&] { (void)host.reserve_address_range(G); },
+                               "cannot reserve 4294967296 B of address space"),
+            "");
+  EXPECT_EQ(host.counters().live_ranges, 0u);
+}
+#endif
 
 TEST(simulated_vm, RejectsBadOptions) {
   sim_options o = vm_opts(64 * MiB);
