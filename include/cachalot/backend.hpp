@@ -61,7 +61,8 @@ class device_backend {
   virtual device_memory_info memory_info() = 0;
 
   /// True while `stream` is being captured into a CUDA graph: the engine then never calls
-  /// allocate_segment, free_segment, query_event or a synchronization for it.
+  /// allocate_segment, free_segment, map_chunk, unmap_chunk, query_event or a synchronization
+  /// for it.
   virtual bool is_capturing(stream_t stream) { return (void)stream, false; }
 
   /// Alignment every segment base is guaranteed to have.
