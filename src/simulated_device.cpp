@@ -25,10 +25,6 @@ namespace cachalot {
 
 namespace {
 constexpr std::uintptr_t synthetic_base = std::uintptr_t{0x100000000000};
-// Largest address space for virtual memory: keeps synthetic addresses far from overflowing.
-constexpr std::size_t max_vm_space = std::size_t{1} << 56;
-constexpr std::size_t default_vm_factor = 64;
-constexpr std::size_t min_vm_factor = 4;
 
 struct sim_stream {
   std::uint64_t submitted = 0;
@@ -60,7 +56,6 @@ struct simulated_device::impl {
   detail::address_ranges free_ranges;
   std::map<std::uintptr_t, std::size_t> live;  // address -> requested length
   std::unique_ptr<detail::simulated_vm> vm;
-  std::size_t vm_space = 0;
   std::unordered_map<stream_t, sim_stream> streams;
   std::unordered_set<sim_event*> events;
   std::array<fault_plan, sim_op_count> faults{};
@@ -83,36 +78,6 @@ struct simulated_device::impl {
       return true;
     }
     return false;
-  }
-
-  // Checks the virtual-memory options; returns the address space for ranges.
-  std::size_t check_vm_options() const {
-    const std::size_t g = opts.vm_granularity;
-    CACHALOT_EXPECTS(g != 0 && (g & (g - 1)) == 0 && g <= max_vm_space, invalid_argument,
-                     "simulated device: vm_granularity {} is not a power of two", g);
-    CACHALOT_EXPECTS(!opts.host_backing || g % page == 0, invalid_argument,
-                     "simulated device: vm_granularity {} is not a multiple of the page size ({}), "
-                     "which host backing needs",
-                     g, page);
-    CACHALOT_EXPECTS(opts.vm_address_space <= max_vm_space, invalid_argument,
-                     "simulated device: vm_address_space {} is above the limit of {}",
-                     opts.vm_address_space, max_vm_space);
-    std::size_t space = opts.vm_address_space;
-    if (space == 0) {
-      space = opts.capacity > max_vm_space / default_vm_factor ? max_vm_space
-                                                               : default_vm_factor * opts.capacity;
-    }
-    return (space + g - 1) / g * g;
-  }
-
-  // The least address space the default may shrink to where the host refuses 64 x capacity.
-  std::size_t min_vm_space() const {
-    if (opts.vm_address_space != 0) return vm_space;  // asked for: exactly that
-    const std::size_t g = opts.vm_granularity;
-    const std::size_t least = opts.capacity > max_vm_space / min_vm_factor
-                                  ? max_vm_space
-                                  : (min_vm_factor * opts.capacity + g - 1) / g * g;
-    return std::min(least, vm_space);
   }
 
   std::size_t free_bytes() const {
@@ -140,7 +105,7 @@ simulated_device::simulated_device(const sim_options& options) : impl_(std::make
                    invalid_argument, "simulated device: alignment {} is not a power of two",
                    options.alignment);
   d.page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  d.vm_space = d.check_vm_options();
+  detail::sim_vm_layout vm_layout = detail::vm_layout_of(options, d.page);
   d.place_align = options.host_backing ? std::max(options.alignment, d.page) : options.alignment;
   // Twice the capacity, so that the address space never runs out before the capacity does.
   const std::size_t cap = options.capacity;
@@ -158,9 +123,9 @@ simulated_device::simulated_device(const sim_options& options) : impl_(std::make
   }
   const std::uintptr_t aligned = (d.base + d.place_align - 1) / d.place_align * d.place_align;
   d.free_ranges.give(aligned, d.mapping_size - (aligned - d.base));
-  d.vm = std::make_unique<detail::simulated_vm>(
-      detail::sim_vm_layout{options.vm_granularity, d.vm_space, d.min_vm_space(),
-                            options.host_backing, d.base, d.base + d.mapping_size});
+  vm_layout.avoid_begin = d.base;
+  vm_layout.avoid_end = d.base + d.mapping_size;
+  d.vm = std::make_unique<detail::simulated_vm>(vm_layout);
 }
 
 simulated_device::~simulated_device() {

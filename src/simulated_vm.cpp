@@ -18,11 +18,44 @@ namespace {
 // Synthetic addresses (no host backing, host refused the reservation): well above the
 // synthetic segment base of the device, never dereferenced.
 constexpr std::uintptr_t synthetic_vm_base = std::uintptr_t{0x200000000000};
+// Largest address space for virtual memory: keeps synthetic addresses far from overflowing.
+constexpr std::size_t max_vm_space = std::size_t{1} << 56;
+constexpr std::size_t default_vm_factor = 64;  // x the capacity, by default
+constexpr std::size_t min_vm_factor = 4;       // what the default may shrink to
 
 std::uintptr_t align_up(std::uintptr_t v, std::size_t a) {
   return (v + a - 1) / a * a;
 }
+
+/// factor x capacity rounded up to g, saturated at max_vm_space.
+std::size_t times_capacity(std::size_t factor, std::size_t capacity, std::size_t g) {
+  if (capacity > max_vm_space / factor) return max_vm_space;
+  return align_up(factor * capacity, g);
+}
 }  // namespace
+
+sim_vm_layout vm_layout_of(const sim_options& options, std::size_t page_size) {
+  const std::size_t g = options.vm_granularity;
+  CACHALOT_EXPECTS(g != 0 && (g & (g - 1)) == 0 && g <= max_vm_space, invalid_argument,
+                   "simulated device: vm_granularity {} is not a power of two up to 2^56", g);
+  CACHALOT_EXPECTS(!options.host_backing || g % page_size == 0, invalid_argument,
+                   "simulated device: vm_granularity {} is not a multiple of the page size ({}), "
+                   "which host backing needs",
+                   g, page_size);
+  CACHALOT_EXPECTS(options.vm_address_space <= max_vm_space, invalid_argument,
+                   "simulated device: vm_address_space {} is above the limit of {}",
+                   options.vm_address_space, max_vm_space);
+  sim_vm_layout l;
+  l.granularity = g;
+  l.host_backing = options.host_backing;
+  if (options.vm_address_space != 0) {  // asked for: exactly that, never shrunk
+    l.space = l.min_space = align_up(options.vm_address_space, g);
+  } else {
+    l.space = times_capacity(default_vm_factor, options.capacity, g);
+    l.min_space = times_capacity(min_vm_factor, options.capacity, g);
+  }
+  return l;
+}
 
 simulated_vm::~simulated_vm() {
   if (mapping_ != nullptr) munmap(mapping_, mapping_size_);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 
+#include "cachalot/simulated_device.hpp"
 #include "detail/address_ranges.hpp"
 
 namespace cachalot::detail {
@@ -28,6 +29,11 @@ struct sim_vm_layout {
   std::uintptr_t avoid_begin = 0;  ///< synthetic addresses must avoid [avoid_begin, avoid_end)
   std::uintptr_t avoid_end = 0;    ///< (the device's segment reservation)
 };
+
+/// The layout a simulated device's options ask for (avoid_begin and avoid_end left 0): the
+/// granularity, and vm_address_space resolved (0: 64 x the capacity, which may shrink to 4 x).
+/// @throws invalid_argument for a bad vm_granularity or vm_address_space
+sim_vm_layout vm_layout_of(const sim_options& options, std::size_t page_size);
 
 /// Ranges and chunks of a simulated device. See the file comment.
 class simulated_vm {
