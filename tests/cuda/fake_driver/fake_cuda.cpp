@@ -754,6 +754,15 @@ FAKECU_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
   return e != nullptr ? kSuccess : kErrorInvalidValue;
 }
 
+// Exported for tests/cuda/gpu_driver_check.cpp, which takes it with dlsym.
+FAKECU_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice device, unsigned* flags, int* active) {
+  FAKECU_ENTER("cuDevicePrimaryCtxGetState");
+  if (flags == nullptr || active == nullptr || !valid_device(s, device)) return kErrorInvalidValue;
+  *flags = 0;
+  *active = s.refcount[device] > 0 ? 1 : 0;
+  return kSuccess;
+}
+
 #if !defined(FAKECU_NO_PROC_ADDRESS)
 FAKECU_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version,
                                         std::uint64_t flags) {
