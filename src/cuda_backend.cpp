@@ -86,7 +86,13 @@ cuda_backend::cuda_backend(int device, std::vector<int> peers)
 
 cuda_backend::~cuda_backend() {
   // Chunks still mapped (the engine returns them all first) would otherwise stay allocated.
-  for (const auto& [base, c] : chunks_) discard_chunk(base, c.bytes, c.handle, true);
+  if (!chunks_.empty()) {
+    try {
+      const cu::context_guard guard(api_, context_);
+      for (const auto& [base, c] : chunks_) discard_chunk(base, c.bytes, c.handle, true);
+    } catch (const backend_error&) {  // the context cannot be made current: nothing to free
+    }
+  }
   (void)api_.DevicePrimaryCtxRelease(dev_);  // a no-op error while the driver shuts down
 }
 

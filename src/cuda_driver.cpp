@@ -152,8 +152,10 @@ std::string driver_path() {
 }
 
 const driver_load& process_driver() {
-  static const driver_load loaded = load_driver(driver_path().c_str());
-  return loaded;
+  // Never destroyed: allocators destroyed during exit, after this function's statics, still
+  // call through the table.
+  static const driver_load* const loaded = new driver_load(load_driver(driver_path().c_str()));
+  return *loaded;
 }
 
 const driver_api& driver() {

@@ -168,7 +168,9 @@ using pfn_GetProcAddress_v11030 = CUresult (*)(const char* symbol, void** pfn, i
 using pfn_GetProcAddress_v12000 = CUresult (*)(const char* symbol, void** pfn, int version,
                                                std::uint64_t flags, int* symbol_status);
 
-#define CACHALOT_CU_DECLARE_PFN(name, version, params) using pfn_##name = CUresult(*) params;
+// `params` is a parenthesized parameter list already.
+#define CACHALOT_CU_DECLARE_PFN(name, version, params) \
+  using pfn_##name = CUresult(*) params;  // NOLINT(bugprone-macro-parentheses)
 CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_CU_DECLARE_PFN)
 CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_CU_DECLARE_PFN)
 #undef CACHALOT_CU_DECLARE_PFN

@@ -469,6 +469,20 @@ TEST_F(FakeDriver, AFailedUnmapKeepsTheChunkMapped) {
   b->release_address_range(range, 4 * kGranularity);
 }
 
+TEST_F(FakeDriver, ChunksStillMappedAreReleasedWithTheBackend) {
+  {
+    auto b = make_cuda_backend(0);
+    char* range = static_cast<char*>(b->reserve_address_range(4 * kGranularity));
+    ASSERT_TRUE(b->map_chunk(range, kGranularity));
+    ASSERT_TRUE(b->map_chunk(range + kGranularity, 2 * kGranularity));
+    EXPECT_EQ(ctl().used_bytes(0), 3 * kGranularity);
+  }
+  EXPECT_EQ(ctl().live("mappings"), 0);
+  EXPECT_EQ(ctl().live("handles"), 0);
+  EXPECT_EQ(ctl().used_bytes(0), 0u);
+  ctl().reclaim();  // the reservation, which the engine would have released
+}
+
 TEST_F(FakeDriver, PeersGetAccessToMappedChunks) {
   auto b = make_cuda_backend(0, {1});
   char* range = static_cast<char*>(b->reserve_address_range(4 * kGranularity));
