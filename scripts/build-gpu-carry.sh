@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds, on a machine without a GPU, the folder `build-gpu/` that scripts/gpu-check.sh runs
 # on a GPU machine (which has nvcc, cmake, ninja and python, but maybe not GoogleTest or fmt).
-#   build-gpu/bin/   the GPU test binaries, the examples and tools/gpu_hotpath (sm_90),
+#   build-gpu/bin/   the GPU test binaries, the driver-backend checks (cachalot_gpu_driver_check,
+#                    cachalot_driver_abi_test), the examples and tools/gpu_hotpath (sm_90),
 #                    linked with a static libstdc++/libgcc so they run on any recent glibc;
-#   build-gpu/lib/   libcachalot.so (and .so.0, the SONAME the test binaries need);
+#   build-gpu/lib/   libcachalot.so (and .so.0, the SONAME the test binaries need); it links
+#                    nothing CUDA and loads the driver (libcuda.so.1) at run time;
 #   build-gpu/deps/  fmt headers with a minimal fmt-config.cmake and the GoogleTest sources,
 #                    so that gpu-check.sh can rebuild everything with the GPU machine's own
 #                    toolkit when the carried binaries' CUDA runtime is newer than its driver;
@@ -25,9 +27,12 @@ cmake -S "$ROOT" -B "$TREE" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCACHALOT_CUDA=
   -DCMAKE_EXE_LINKER_FLAGS="$STATIC_RT" -DCMAKE_SHARED_LINKER_FLAGS="$STATIC_RT"
 
 targets=(cachalot_shared cachalot_exports_test cachalot_hooks_test cachalot_default_adapters_test
-         cachalot_cuda_backend_test inference_engine c_shim)
+         cachalot_cuda_backend_test cachalot_driver_abi_test cachalot_gpu_driver_check
+         inference_engine c_shim)
 for optional in core_tests c_api_tests; do
-  if ninja -C "$TREE" -t targets all | grep -q "^${optional}:"; then targets+=("$optional"); fi
+  # grep reads everything (not -q): an early exit would SIGPIPE ninja and, with pipefail, drop
+  # the target at random.
+  if ninja -C "$TREE" -t targets all | grep "^${optional}:" >/dev/null; then targets+=("$optional"); fi
 done
 ninja -C "$TREE" -j"$JOBS" "${targets[@]}"
 

@@ -6,10 +6,16 @@
 # its CUDA runtime is newer than this machine's driver, it rebuilds here with this machine's
 # toolkit from build-gpu/deps (fmt headers, GoogleTest sources) into build-gpu-local/.
 # It runs: the ABI test of libcachalot.so, the hook tests (simulated and GPU), the default
-# allocator/adapter tests, the CUDA backend and allocator tests, the core and C API suites if
-# carried, the C++ and C examples, the PyTorch and CuPy examples, and tools/gpu_hotpath (the
-# hot path against cudaMalloc/cudaFree and a warm cudaMallocAsync pool). Every step has a
-# time limit within one overall deadline (GPU_CHECK_BUDGET_S, default 450 s).
+# allocator/adapter tests, the CUDA backend and allocator tests, the driver-API checks
+# (cachalot_driver_abi_test; cachalot_gpu_driver_check --contexts in a fresh process: a thread
+# without a context keeps none, no context on GPU 0 when only GPU 1 is used, a thread on GPU 0
+# stays there; --bench: segment alloc/free through the driver backend against cudaMalloc/cudaFree,
+# map_chunk/unmap_chunk of 2 MiB and 20 MiB chunks), the core and C API suites if carried, the
+# C++ and C examples, the PyTorch and CuPy examples, and tools/gpu_hotpath (the hot path against
+# cudaMalloc/cudaFree and a warm cudaMallocAsync pool, and caching:0 against cudaMalloc/cudaFree).
+# Every step has a time limit within one overall deadline (GPU_CHECK_BUDGET_S, default 450 s).
+# libcachalot.so itself needs only a CUDA 11.3+ driver (it loads libcuda.so.1 at run time); the
+# carried test binaries link the CUDA 13 runtime and need a CUDA 13 driver, hence the probe.
 # Output: the full log, and at the end a results block ready for docs/gpu-results.md; both
 # are also written to $OUT (gpu-check.log, gpu-results-block.md) when OUT is set.
 # GPU_CHECK_MODE=carried forces the carried binaries (no probe, no rebuild).
@@ -29,6 +35,7 @@ exec > >(tee "$LOG") 2>&1
 RESULTS=()
 FAILED=0
 HOTPATH_TABLE=""
+DRIVER_TABLE=""
 EXTRA_NOTES=()
 
 remaining() { echo $((BUDGET - ($(date +%s) - START))); }
@@ -107,9 +114,11 @@ rebuild() {
   fi
   cmake -S "$ROOT" -B "$local_dir/tree" "${cmake_args[@]}" || return 1
   local targets=(cachalot_shared cachalot_exports_test cachalot_hooks_test
-    cachalot_default_adapters_test cachalot_cuda_backend_test inference_engine c_shim)
+    cachalot_default_adapters_test cachalot_cuda_backend_test cachalot_driver_abi_test
+    cachalot_gpu_driver_check inference_engine c_shim)
   for optional in core_tests c_api_tests; do
-    ninja -C "$local_dir/tree" -t targets all | grep -q "^${optional}:" && targets+=("$optional")
+    # not grep -q: an early exit would SIGPIPE ninja and, with pipefail, drop the target
+    ninja -C "$local_dir/tree" -t targets all | grep "^${optional}:" >/dev/null && targets+=("$optional")
   done
   ninja -C "$local_dir/tree" -j "$jobs" "${targets[@]}" || return 1
   for t in "${targets[@]}"; do
@@ -150,6 +159,18 @@ have cachalot_default_adapters_test && step "default allocators and adapters" 60
   env CACHALOT_CONF=backend:simulated,capacity:4GiB "$BIN/cachalot_default_adapters_test"
 have cachalot_cuda_backend_test && step "CUDA backend and allocator" 180 \
   "$BIN/cachalot_cuda_backend_test"
+have cachalot_driver_abi_test && step "driver ABI declarations vs cuda.h" 20 \
+  "$BIN/cachalot_driver_abi_test"
+# A fresh process each: the context checks must run before anything else touched CUDA.
+have cachalot_gpu_driver_check && step "driver backend: context rule (fresh process)" 60 \
+  "$BIN/cachalot_gpu_driver_check" --contexts
+if have cachalot_gpu_driver_check; then
+  drv=$(mktemp)
+  step "driver backend vs CUDA runtime: segments, map/unmap, event query" 90 \
+    bash -c "set -o pipefail; '$BIN/cachalot_gpu_driver_check' --bench | tee '$drv'"
+  DRIVER_TABLE=$(grep -E '^\|' "$drv")
+  rm -f "$drv"
+fi
 have core_tests && step "core suite (incl. conformance)" 150 "$BIN/core_tests"
 have c_api_tests && step "C API suite" 60 "$BIN/c_api_tests"
 
@@ -187,6 +208,12 @@ block() {
     echo "### Hot path (µs per allocate+free pair, host wall clock, median of 5)"
     echo
     echo "$HOTPATH_TABLE"
+  fi
+  if [[ -n $DRIVER_TABLE ]]; then
+    echo
+    echo "### Driver-API backend against the CUDA runtime (µs per operation, host wall clock, medians)"
+    echo
+    echo "$DRIVER_TABLE"
   fi
 }
 echo

@@ -1,20 +1,29 @@
 // Backend selection: `backend:auto` takes CUDA where it is built in and a device exists, else
-// the simulated device; `cuda` and `simulated` are taken as asked.
+// the simulated device; `cuda` and `simulated` are taken as asked. In a build without the CUDA
+// backend this file also answers the CUDA queries (no device, and why).
+#include <string>
+
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
 #include "detail/checks.hpp"
 
-#ifdef CACHALOT_WITH_CUDA
+#ifdef CACHALOT_CUDA_BACKEND
 #include "detail/cuda_factory.hpp"
 #endif
 
 namespace cachalot {
 
-#ifndef CACHALOT_WITH_CUDA
+#ifndef CACHALOT_CUDA_BACKEND
 bool cuda_backend_built() noexcept {
   return false;
 }
 int cuda_device_count() noexcept {
+  return 0;
+}
+std::string cuda_unavailable_reason() {
+  return "this build of cachalot has no CUDA backend (configured with CACHALOT_CUDA=OFF)";
+}
+int cuda_driver_version() noexcept {
   return 0;
 }
 #endif
@@ -29,7 +38,7 @@ std::shared_ptr<device_backend> make_simulated(const config& cfg) {
 }
 
 std::shared_ptr<device_backend> make_cuda(const config& cfg) {
-#ifdef CACHALOT_WITH_CUDA
+#ifdef CACHALOT_CUDA_BACKEND
   return detail::make_cuda_backend(cfg.device);
 #else
   CACHALOT_FAIL(not_supported,

@@ -1,78 +1,158 @@
-// The CUDA runtime backend (see cuda_backend.hpp for its invariants), the CUDA side of the
-// backend factory (detail::make_cuda_backend, cuda_device_count, cuda_backend_built) and the
-// public cachalot::make_cuda_backend. In a build without CUDA only the last is defined, and it
-// throws not_supported; backend_factory.cpp then provides the other fallbacks.
+// The CUDA backend on the driver API (see cuda_backend.hpp for its invariants), the CUDA side of
+// the backend factory (detail::make_cuda_backend, cuda_device_count, cuda_unavailable_reason,
+// cuda_driver_version, cuda_backend_built) and the public cachalot::make_cuda_backend. In a
+// build without the CUDA backend only the last is defined, and it throws not_supported;
+// backend_factory.cpp then provides the other fallbacks.
 #include "cachalot/cuda_backend.hpp"
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/errors.hpp"
+#include "detail/checks.hpp"
 
-#ifdef CACHALOT_WITH_CUDA
+#ifdef CACHALOT_CUDA_BACKEND
 
 #include "cuda_backend.hpp"
+#include "detail/cuda_context.hpp"
 #include "detail/cuda_factory.hpp"
 
 namespace cachalot::detail {
 
 namespace {
 
-// Errors that mean "the runtime or the context is going away": releasing resources then is a
-// no-op, since the driver reclaims everything of a dying context.
-bool is_shutdown_error(cudaError_t err) noexcept {
-  return err == cudaErrorCudartUnloading || err == cudaErrorContextIsDestroyed;
+cu::CUdeviceptr dptr(const void* p) noexcept {
+  return static_cast<cu::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
 }
 
-// Clears the runtime's per-thread last error, which a failed call may have set.
-void clear_last_error() noexcept {
-  (void)cudaGetLastError();
+void* host_ptr(cu::CUdeviceptr p) noexcept {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
+}
+
+cu::CUstream as_stream(stream_t s) noexcept {
+  return static_cast<cu::CUstream>(s);
+}
+
+cu::CUevent as_event(event_t e) noexcept {
+  return static_cast<cu::CUevent>(e);
+}
+
+// The physical memory of map_chunk: pinned device memory of `device`, no export handle.
+cu::CUmemAllocationProp chunk_properties(int device) noexcept {
+  cu::CUmemAllocationProp prop{};
+  prop.type = cu::kMemAllocationTypePinned;
+  prop.requestedHandleTypes = cu::kMemHandleTypeNone;
+  prop.location.type = cu::kMemLocationTypeDevice;
+  prop.location.id = device;
+  return prop;
+}
+
+cu::CUmemAccessDesc read_write(int device) noexcept {
+  cu::CUmemAccessDesc desc{};
+  desc.location.type = cu::kMemLocationTypeDevice;
+  desc.location.id = device;
+  desc.flags = cu::kMemAccessFlagsProtReadWrite;
+  return desc;
+}
+
+int visible_devices(const cu::driver_api& api) {
+  int count = 0;
+  CACHALOT_CU_TRY(api, DeviceGetCount, &count);
+  return count;
 }
 
 }  // namespace
 
-void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
-  clear_last_error();
-  std::string msg = "CUDA call ";
-  msg += call;
-  msg += " failed: ";
-  msg += cudaGetErrorName(err);
-  msg += " (";
-  msg += cudaGetErrorString(err);
-  msg += ")";
-  throw backend_error(msg, file, line);
+cuda_backend::cuda_backend(int device, std::vector<int> peers)
+    : api_(cu::driver()), device_(device), peers_(std::move(peers)) {
+  const int count = visible_devices(api_);
+  CACHALOT_EXPECTS(device >= 0 && device < count, backend_error,
+                   "CUDA device {} does not exist ({} device(s) visible)", device, count);
+  CACHALOT_CU_TRY(api_, DeviceGet, &dev_, device);
+  // The primary context is the one the CUDA runtime (PyTorch, CuPy) uses for this device, so
+  // runtime streams and events belong to it. Retaining it does not make it current.
+  CACHALOT_CU_TRY(api_, DevicePrimaryCtxRetain, &context_, dev_);
+  try {
+    check_peers();
+    init_virtual_memory();
+  } catch (...) {
+    (void)api_.DevicePrimaryCtxRelease(dev_);
+    throw;
+  }
 }
 
-device_guard::device_guard(int device) {
-  const cudaError_t err = cudaGetDevice(&previous_);
-  if (is_shutdown_error(err)) {  // process exit: nothing to switch, the call that follows no-ops
-    clear_last_error();
+cuda_backend::~cuda_backend() {
+  // Chunks still mapped (the engine returns them all first) would otherwise stay allocated.
+  if (!chunks_.empty()) {
+    try {
+      const cu::context_guard guard(api_, context_);
+      for (const auto& [base, c] : chunks_) discard_chunk(base, c.bytes, c.handle, true);
+    } catch (const backend_error&) {  // the context cannot be made current: nothing to free
+    }
+  }
+  (void)api_.DevicePrimaryCtxRelease(dev_);  // a no-op error while the driver shuts down
+}
+
+void cuda_backend::check_peers() {
+  const int count = visible_devices(api_);
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    const int peer = peers_[i];
+    CACHALOT_EXPECTS(peer != device_, invalid_argument,
+                     "CUDA device {}: a device is not its own peer", device_);
+    for (std::size_t j = 0; j < i; ++j) {
+      CACHALOT_EXPECTS(peers_[j] != peer, invalid_argument,
+                       "CUDA device {}: peer {} is given twice", device_, peer);
+    }
+    CACHALOT_EXPECTS(peer >= 0 && peer < count, backend_error,
+                     "CUDA device {}: peer device {} does not exist ({} device(s) visible)",
+                     device_, peer, count);
+    cu::CUdevice peer_dev = 0;
+    CACHALOT_CU_TRY(api_, DeviceGet, &peer_dev, peer);
+    int can_access = 0;
+    CACHALOT_CU_TRY(api_, DeviceCanAccessPeer, &can_access, peer_dev, dev_);
+    CACHALOT_EXPECTS(can_access != 0, backend_error,
+                     "CUDA device {} cannot access the memory of device {} "
+                     "(cuDeviceCanAccessPeer is 0)",
+                     peer, device_);
+  }
+}
+
+// Decides supports_virtual_memory() once: the driver has the entry points, the device reports
+// CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, and the granularity is known.
+// The reported granularity is the minimum one: it is what cuMemCreate, cuMemMap and
+// cuMemAddressReserve require, so it lets the engine unmap holes as finely as the driver
+// allows; the engine picks its chunk sizes (PyTorch: 2 MiB and 20 MiB) as multiples of it.
+void cuda_backend::init_virtual_memory() {
+  const std::string& missing = cu::process_driver().vm_missing;
+  if (!missing.empty()) {
+    vm_unsupported_why_ = missing;
     return;
   }
-  CACHALOT_CUDA_TRY(err);
-  if (previous_ != device) {
-    CACHALOT_CUDA_TRY(cudaSetDevice(device));
-    switched_ = true;
+  int supported = 0;
+  CACHALOT_CU_TRY(api_, DeviceGetAttribute, &supported,
+                  cu::kDeviceAttributeVirtualMemoryManagementSupported, dev_);
+  if (supported == 0) {
+    vm_unsupported_why_ = fmt::format(
+        "CUDA device {} does not support virtual memory management "
+        "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)",
+        device_);
+    return;
   }
-}
-
-device_guard::~device_guard() {
-  if (switched_ && cudaSetDevice(previous_) != cudaSuccess) clear_last_error();
-}
-
-cuda_backend::cuda_backend(int device) : device_(device) {
-  int count = 0;
-  CACHALOT_CUDA_TRY(cudaGetDeviceCount(&count));
-  if (device < 0 || device >= count) {
-    throw backend_error("CUDA device " + std::to_string(device) + " does not exist (" +
-                            std::to_string(count) + " device(s) visible)",
-                        __FILE__, __LINE__);
+  const cu::CUmemAllocationProp prop = chunk_properties(device_);
+  std::size_t granularity = 0;
+  {
+    const cu::context_guard guard(api_, context_);
+    CACHALOT_CU_TRY(api_, MemGetAllocationGranularity, &granularity, &prop,
+                    cu::kMemAllocGranularityMinimum);
   }
-  // Make the device current once so that its primary context exists before the first
-  // allocation: errors of context creation surface here, not in the middle of a request.
-  const device_guard guard(device_);
-  CACHALOT_CUDA_TRY(cudaFree(nullptr));
+  CACHALOT_EXPECTS(granularity > 0 && (granularity & (granularity - 1)) == 0, backend_error,
+                   "CUDA device {}: cuMemGetAllocationGranularity gave {}, not a power of two",
+                   device_, granularity);
+  vm_granularity_ = granularity;
+  vm_supported_ = true;
 }
 
 std::string cuda_backend::name() const {
@@ -84,78 +164,67 @@ int cuda_backend::device() const {
 }
 
 void* cuda_backend::allocate_segment(std::size_t bytes, stream_t stream) {
-  (void)stream;  // cudaMalloc memory is usable by every stream of the device
-  const device_guard guard(device_);
-  void* ptr = nullptr;
-  const cudaError_t err = cudaMalloc(&ptr, bytes);
-  if (err == cudaErrorMemoryAllocation) {
-    clear_last_error();  // not sticky: leave no trace for the caller's next error check
-    return nullptr;
-  }
-  CACHALOT_CUDA_TRY(err);
-  return ptr;
+  (void)stream;  // cuMemAlloc memory is usable by every stream of the device
+  const cu::context_guard guard(api_, context_);
+  cu::CUdeviceptr ptr = 0;
+  const cu::CUresult res = api_.MemAlloc(&ptr, bytes);
+  if (res == cu::kErrorOutOfMemory) return nullptr;  // nothing sticky in the driver API
+  CACHALOT_CU_CHECK(res, "cuMemAlloc(&ptr, bytes)");
+  return host_ptr(ptr);
 }
 
 void cuda_backend::free_segment(void* ptr, std::size_t bytes) {
   (void)bytes;
-  const device_guard guard(device_);
-  const cudaError_t err = cudaFree(ptr);
-  if (is_shutdown_error(err)) {
-    clear_last_error();
-    return;
-  }
-  CACHALOT_CUDA_TRY(err);
+  const cu::context_guard guard(api_, context_);
+  const cu::CUresult res = api_.MemFree(dptr(ptr));
+  if (cu::is_shutdown_error(res)) return;
+  CACHALOT_CU_CHECK(res, "cuMemFree(ptr)");
 }
 
 event_t cuda_backend::create_event() {
-  const device_guard guard(device_);
-  cudaEvent_t event = nullptr;
-  CACHALOT_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cu::context_guard guard(api_, context_);
+  cu::CUevent event = nullptr;
+  CACHALOT_CU_TRY(api_, EventCreate, &event, cu::kEventDisableTiming);
   return static_cast<event_t>(event);
 }
 
 void cuda_backend::destroy_event(event_t event) {
-  const device_guard guard(device_);
-  const cudaError_t err = cudaEventDestroy(static_cast<cudaEvent_t>(event));
-  if (is_shutdown_error(err)) {
-    clear_last_error();
-    return;
-  }
-  CACHALOT_CUDA_TRY(err);
+  const cu::context_guard guard(api_, context_);
+  const cu::CUresult res = api_.EventDestroy(as_event(event));
+  if (cu::is_shutdown_error(res)) return;
+  CACHALOT_CU_CHECK(res, "cuEventDestroy(event)");
 }
 
 void cuda_backend::record_event(event_t event, stream_t stream) {
-  const device_guard guard(device_);
-  CACHALOT_CUDA_TRY(
-      cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+  // NULL is the legacy default stream (the entry points are the legacy-stream variants); the
+  // handles cudaStreamLegacy (0x1) and cudaStreamPerThread (0x2) are passed as they are.
+  const cu::context_guard guard(api_, context_);
+  CACHALOT_CU_TRY(api_, EventRecord, as_event(event), as_stream(stream));
 }
 
 bool cuda_backend::query_event(event_t event) {
-  const device_guard guard(device_);
-  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-  if (err == cudaErrorNotReady) {
-    clear_last_error();
-    return false;
-  }
-  CACHALOT_CUDA_TRY(err);
+  const cu::context_guard guard(api_, context_);
+  const cu::CUresult res = api_.EventQuery(as_event(event));
+  if (res == cu::kErrorNotReady) return false;
+  CACHALOT_CU_CHECK(res, "cuEventQuery(event)");
   return true;
 }
 
 void cuda_backend::synchronize_event(event_t event) {
-  const device_guard guard(device_);
-  CACHALOT_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  const cu::context_guard guard(api_, context_);
+  CACHALOT_CU_TRY(api_, EventSynchronize, as_event(event));
 }
 
 void cuda_backend::synchronize_device() {
-  const device_guard guard(device_);
-  CACHALOT_CUDA_TRY(cudaDeviceSynchronize());
+  const cu::context_guard guard(api_, context_);
+  CACHALOT_CU_TRY(api_, CtxSynchronize);
 }
 
 device_memory_info cuda_backend::memory_info() {
-  const device_guard guard(device_);
+  const cu::context_guard guard(api_, context_);
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
-  CACHALOT_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+  CACHALOT_CU_TRY(api_, MemGetInfo, &free_bytes, &total_bytes);
   device_memory_info info;
   info.total = total_bytes;
   info.free = free_bytes;
@@ -163,25 +232,158 @@ device_memory_info cuda_backend::memory_info() {
 }
 
 bool cuda_backend::is_capturing(stream_t stream) {
-  const device_guard guard(device_);
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaError_t err = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status);
-  if (err == cudaErrorStreamCaptureImplicit) {
-    // The legacy default stream, queried while another stream captures in global or relaxed
-    // mode: work on it would join that capture, so treat it as capturing.
-    clear_last_error();
-    return true;
-  }
-  CACHALOT_CUDA_TRY(err);
-  return status != cudaStreamCaptureStatusNone;
+  const cu::context_guard guard(api_, context_);
+  int status = cu::kStreamCaptureStatusNone;
+  const cu::CUresult res = api_.StreamIsCapturing(as_stream(stream), &status);
+  // The legacy default stream (NULL or 0x1), queried while a blocking stream of the context
+  // captures: work on it would join that capture, so it counts as capturing.
+  if (res == cu::kErrorStreamCaptureImplicit) return true;
+  CACHALOT_CU_CHECK(res, "cuStreamIsCapturing(stream, &status)");
+  return status != cu::kStreamCaptureStatusNone;  // active or invalidated: still capturing
+}
+
+capture_mode cuda_backend::exchange_capture_mode(capture_mode mode) {
+  // A property of the calling thread, not of a context: no context switch needed.
+  int m = static_cast<int>(mode);
+  CACHALOT_CU_TRY(api_, ThreadExchangeStreamCaptureMode, &m);
+  return static_cast<capture_mode>(m);
 }
 
 std::size_t cuda_backend::segment_alignment() const {
   return 256;
 }
 
+// --- Virtual memory ---------------------------------------------------------------------------
+
+bool cuda_backend::supports_virtual_memory() const {
+  return vm_supported_;
+}
+
+std::size_t cuda_backend::vm_granularity() const {
+  return vm_granularity_;
+}
+
+void cuda_backend::require_vm(const char* op) const {
+  if (!vm_supported_) {
+    CACHALOT_FAIL(not_supported, "{}: virtual memory management is not available: {}", op,
+                  vm_unsupported_why_);
+  }
+}
+
+void cuda_backend::check_vm_range(const char* op, const void* addr, std::size_t bytes) const {
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  CACHALOT_EXPECTS(bytes > 0 && bytes % vm_granularity_ == 0 && base % vm_granularity_ == 0,
+                   backend_error,
+                   "{}({}, {}): address and size must be non-zero multiples of the "
+                   "granularity {} of CUDA device {}",
+                   op, addr, bytes, vm_granularity_, device_);
+}
+
+void* cuda_backend::reserve_address_range(std::size_t bytes) {
+  require_vm("reserve_address_range");
+  CACHALOT_EXPECTS(bytes > 0 && bytes % vm_granularity_ == 0, backend_error,
+                   "reserve_address_range({}): the size must be a non-zero multiple of the "
+                   "granularity {} of CUDA device {}",
+                   bytes, vm_granularity_, device_);
+  const cu::context_guard guard(api_, context_);
+  cu::CUdeviceptr base = 0;
+  const cu::CUresult res = api_.MemAddressReserve(&base, bytes, vm_granularity_, 0, 0);
+  if (res == cu::kErrorOutOfMemory) return nullptr;  // address space exhausted
+  CACHALOT_CU_CHECK(res, "cuMemAddressReserve(&base, bytes, granularity, 0, 0)");
+  return host_ptr(base);
+}
+
+void cuda_backend::release_address_range(void* base, std::size_t bytes) {
+  require_vm("release_address_range");
+  check_vm_range("release_address_range", base, bytes);
+  {
+    const std::lock_guard lock(vm_mutex_);
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    const auto it = chunks_.lower_bound(b);
+    CACHALOT_EXPECTS(it == chunks_.end() || it->first >= b + bytes, backend_error,
+                     "release_address_range({}, {}): the chunk at {:#x} is still mapped", base,
+                     bytes, it == chunks_.end() ? 0 : it->first);
+  }
+  const cu::context_guard guard(api_, context_);
+  const cu::CUresult res = api_.MemAddressFree(dptr(base), bytes);
+  if (cu::is_shutdown_error(res)) return;
+  CACHALOT_CU_CHECK(res, "cuMemAddressFree(base, bytes)");
+}
+
+bool cuda_backend::map_chunk(void* addr, std::size_t bytes) {
+  require_vm("map_chunk");
+  check_vm_range("map_chunk", addr, bytes);
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  {
+    const std::lock_guard lock(vm_mutex_);
+    auto it = chunks_.lower_bound(base + bytes);
+    const bool overlaps = it != chunks_.begin() && (--it, it->first + it->second.bytes > base);
+    CACHALOT_EXPECTS(!overlaps, backend_error,
+                     "map_chunk({}, {}): overlaps the chunk mapped at {:#x}", addr, bytes,
+                     overlaps ? it->first : 0);
+  }
+  const cu::context_guard guard(api_, context_);
+  const cu::CUmemAllocationProp prop = chunk_properties(device_);
+  cu::CUmemGenericAllocationHandle handle = 0;
+  cu::CUresult res = api_.MemCreate(&handle, bytes, &prop, 0);
+  if (res == cu::kErrorOutOfMemory) return false;
+  CACHALOT_CU_CHECK(res, "cuMemCreate(&handle, bytes, &prop, 0)");
+  res = api_.MemMap(dptr(addr), bytes, 0, handle, 0);
+  if (res != cu::kSuccess) {
+    discard_chunk(dptr(addr), bytes, handle, false);
+    if (res == cu::kErrorOutOfMemory) return false;
+    CACHALOT_CU_CHECK(res, "cuMemMap(addr, bytes, 0, handle, 0)");
+  }
+  std::vector<cu::CUmemAccessDesc> access{read_write(device_)};
+  for (const int peer : peers_) access.push_back(read_write(peer));
+  res = api_.MemSetAccess(dptr(addr), bytes, access.data(), access.size());
+  if (res != cu::kSuccess) {
+    discard_chunk(dptr(addr), bytes, handle, true);
+    if (res == cu::kErrorOutOfMemory) return false;
+    CACHALOT_CU_CHECK(res, "cuMemSetAccess(addr, bytes, access, count)");
+  }
+  const std::lock_guard lock(vm_mutex_);
+  chunks_.emplace(base, chunk{handle, bytes});
+  return true;
+}
+
+void cuda_backend::unmap_chunk(void* addr, std::size_t bytes) {
+  require_vm("unmap_chunk");
+  check_vm_range("unmap_chunk", addr, bytes);
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  chunk c{};
+  {
+    const std::lock_guard lock(vm_mutex_);
+    const auto it = chunks_.find(base);
+    CACHALOT_EXPECTS(it != chunks_.end(), backend_error,
+                     "unmap_chunk({}, {}): no chunk is mapped at this address", addr, bytes);
+    CACHALOT_EXPECTS(it->second.bytes == bytes, backend_error,
+                     "unmap_chunk({}, {}): the chunk there was mapped with {} bytes; a chunk is "
+                     "unmapped whole (CUDA cannot unmap part of a mapping)",
+                     addr, bytes, it->second.bytes);
+    c = it->second;
+    chunks_.erase(it);  // a concurrent unmap of the same chunk now fails cleanly
+  }
+  const cu::context_guard guard(api_, context_);
+  cu::CUresult res = api_.MemUnmap(dptr(addr), bytes);
+  if (res != cu::kSuccess && !cu::is_shutdown_error(res)) {
+    const std::lock_guard lock(vm_mutex_);
+    chunks_.emplace(base, c);  // still mapped: the engine may retry
+    CACHALOT_CU_CHECK(res, "cuMemUnmap(addr, bytes)");
+  }
+  res = api_.MemRelease(c.handle);
+  if (cu::is_shutdown_error(res)) return;
+  CACHALOT_CU_CHECK(res, "cuMemRelease(handle)");  // unmapped already; the memory may leak
+}
+
+void cuda_backend::discard_chunk(cu::CUdeviceptr ptr, std::size_t bytes,
+                                 cu::CUmemGenericAllocationHandle h, bool mapped) noexcept {
+  if (mapped) (void)api_.MemUnmap(ptr, bytes);
+  (void)api_.MemRelease(h);
+}
+
 std::shared_ptr<device_backend> make_cuda_backend(int device) {
-  return std::make_shared<cuda_backend>(device);
+  return std::make_shared<cuda_backend>(device, std::vector<int>{});
 }
 
 }  // namespace cachalot::detail
@@ -192,13 +394,25 @@ std::shared_ptr<device_backend> make_cuda_backend(int device) {
   return detail::make_cuda_backend(device);
 }
 
+std::shared_ptr<device_backend> make_cuda_backend(int device, const std::vector<int>& peers) {
+  return std::make_shared<detail::cuda_backend>(device, peers);
+}
+
 int cuda_device_count() noexcept {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();  // no driver or no device: not an error for the caller
+  return detail::cu::device_count(nullptr);
+}
+
+std::string cuda_unavailable_reason() {
+  std::string why;
+  return detail::cu::device_count(&why) > 0 ? std::string() : why;
+}
+
+int cuda_driver_version() noexcept {
+  try {
+    return detail::cu::process_driver().version;
+  } catch (...) {
     return 0;
   }
-  return count;
 }
 
 bool cuda_backend_built() noexcept {
@@ -207,7 +421,7 @@ bool cuda_backend_built() noexcept {
 
 }  // namespace cachalot
 
-#else  // !CACHALOT_WITH_CUDA
+#else  // !CACHALOT_CUDA_BACKEND
 
 namespace cachalot {
 
@@ -217,6 +431,11 @@ std::shared_ptr<device_backend> make_cuda_backend(int device) {
                       __FILE__, __LINE__);
 }
 
+std::shared_ptr<device_backend> make_cuda_backend(int device, const std::vector<int>& peers) {
+  (void)peers;
+  return make_cuda_backend(device);
+}
+
 }  // namespace cachalot
 
-#endif  // CACHALOT_WITH_CUDA
+#endif  // CACHALOT_CUDA_BACKEND

@@ -1,60 +1,40 @@
-// The CUDA runtime backend (internal; users reach it through make_backend or
+// The CUDA backend on the driver API (internal; users reach it through make_backend or
 // cachalot::make_cuda_backend). Invariants:
-//  - every CUDA runtime call runs under a device_guard: the backend's device is made current
-//    for the call and the caller's current device is restored afterwards, so one thread may
-//    drive allocators of several GPUs;
-//  - a failed call becomes a backend_error naming the call, the CUDA error name and string,
-//    and the source location (CACHALOT_CUDA_TRY); the runtime's per-thread last error is
-//    cleared so that no stale error is blamed on the caller's next kernel launch;
-//  - out of memory in allocate_segment is not an error: it returns nullptr;
-//  - while the CUDA runtime is unloading (process exit), releasing segments and events is a
-//    silent no-op: the driver reclaims them anyway.
-// Only compiled in CUDA builds (CACHALOT_WITH_CUDA).
+//  - the device's primary context is retained for the backend's life and released by its
+//    destructor (a no-op while the driver shuts down);
+//  - every driver call runs under a context_guard: the primary context is current for the call
+//    and the caller's current context (or none) is restored afterwards;
+//  - a failed call becomes a backend_error naming the call, the CUDA error name and string and
+//    the source location (CACHALOT_CU_TRY); the driver API has no sticky per-thread error, so
+//    nothing is left for the caller's next error check;
+//  - out of memory in allocate_segment and map_chunk is not an error: nullptr / false, and a
+//    failed map_chunk leaves nothing mapped or allocated;
+//  - while the driver shuts down (process exit), releasing segments, events, chunks and ranges
+//    is a silent no-op: the driver reclaims them anyway;
+//  - chunks_ maps the base address of every live chunk to its physical handle and size, under
+//    vm_mutex_; the mutex is never held across a driver call.
+// Only compiled in builds with the CUDA backend (CACHALOT_CUDA_BACKEND).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cachalot/backend.hpp"
+#include "detail/cuda_driver.hpp"
 
 namespace cachalot::detail {
 
-/// Throws the backend_error for `err`, returned by the runtime call spelled `call`.
-[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
-
-/// Checks a CUDA runtime call: anything but cudaSuccess throws backend_error.
-#define CACHALOT_CUDA_TRY(call)                                                            \
-  do {                                                                                     \
-    const cudaError_t cachalot_cuda_err_ = (call);                                         \
-    if (cachalot_cuda_err_ != cudaSuccess) {                                               \
-      ::cachalot::detail::throw_cuda_error(cachalot_cuda_err_, #call, __FILE__, __LINE__); \
-    }                                                                                      \
-  } while (false)
-
-/// Makes a device current for its lifetime and restores the previous one afterwards.
-class device_guard {
- public:
-  /// Switches to `device` (no runtime call when it is already current).
-  /// @throws backend_error when the device cannot be made current
-  explicit device_guard(int device);
-  /// Restores the previous device; never throws.
-  ~device_guard();
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-
- private:
-  int previous_ = -1;
-  bool switched_ = false;
-};
-
-/// The CUDA runtime implementation of device_backend. See the file comment.
+/// The CUDA driver API implementation of device_backend. See the file comment.
 class cuda_backend final : public device_backend {
  public:
-  /// @throws backend_error when there is no driver or `device` does not exist
-  explicit cuda_backend(int device);
-  ~cuda_backend() override = default;
+  /// @throws backend_error when there is no driver, no such device, or a peer cannot access it
+  /// @throws invalid_argument for a peer equal to `device` or given twice
+  cuda_backend(int device, std::vector<int> peers);
+  ~cuda_backend() override;
 
   std::string name() const override;
   int device() const override;
@@ -68,10 +48,39 @@ class cuda_backend final : public device_backend {
   void synchronize_device() override;
   device_memory_info memory_info() override;
   bool is_capturing(stream_t stream) override;
+  capture_mode exchange_capture_mode(capture_mode mode) override;
   std::size_t segment_alignment() const override;
 
+  bool supports_virtual_memory() const override;
+  std::size_t vm_granularity() const override;
+  void* reserve_address_range(std::size_t bytes) override;
+  void release_address_range(void* base, std::size_t bytes) override;
+  bool map_chunk(void* addr, std::size_t bytes) override;
+  void unmap_chunk(void* addr, std::size_t bytes) override;
+
  private:
+  struct chunk {
+    cu::CUmemGenericAllocationHandle handle;
+    std::size_t bytes;
+  };
+  void init_virtual_memory();
+  void check_peers();
+  void require_vm(const char* op) const;
+  void check_vm_range(const char* op, const void* addr, std::size_t bytes) const;
+  /// Releases `handle`, unmapping [ptr, ptr + bytes) first when `mapped`; errors ignored.
+  void discard_chunk(cu::CUdeviceptr ptr, std::size_t bytes, cu::CUmemGenericAllocationHandle h,
+                     bool mapped) noexcept;
+
+  const cu::driver_api& api_;
   int device_;
+  std::vector<int> peers_;
+  cu::CUdevice dev_ = 0;
+  cu::CUcontext context_ = nullptr;
+  bool vm_supported_ = false;
+  std::string vm_unsupported_why_;
+  std::size_t vm_granularity_ = 2u << 20;
+  mutable std::mutex vm_mutex_;
+  std::map<std::uintptr_t, chunk> chunks_;  // guarded by vm_mutex_
 };
 
 }  // namespace cachalot::detail

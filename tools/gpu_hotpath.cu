@@ -8,8 +8,11 @@
 //   cachalot C API                 (cachalot_malloc/cachalot_free, backend:cuda)
 //   cachalot torch hook            (cachalot_torch_malloc/free: the PyTorch path)
 // and a "burst" pattern (64 allocations, then 64 frees). It also runs a pair with a kernel
-// between allocate and free, the shape of real use. Times are host wall-clock medians of 5
-// repetitions, in microseconds per pair. Prints a Markdown table. Exit 77 without a GPU.
+// between allocate and free, the shape of real use. A second table puts cachalot with
+// caching:0 (every call goes to the CUDA backend: cuMemAlloc/cuMemFree through the driver API,
+// with its context switch) next to cudaMalloc/cudaFree of the same run. Times are host
+// wall-clock medians of 5 repetitions, in microseconds per pair. Prints Markdown tables. Exit 77
+// without a GPU.
 // `gpu_hotpath --probe` only reports the device count and driver/runtime versions.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -120,6 +123,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cachalot_create: %s\n", api.last_error());
     return 1;
   }
+  cachalot_allocator* passthrough = nullptr;  // caching:0: the backend on every call
+  if (api.create("backend:cuda,device:0,caching:0", &passthrough) != CACHALOT_SUCCESS) {
+    std::fprintf(stderr, "cachalot_create(caching:0): %s\n", api.last_error());
+    return 1;
+  }
+  std::vector<std::string> segment_rows;
 
   std::printf("Device: %s (sm_%d%d), %.1f GiB\n\n", prop.name, prop.major, prop.minor,
               static_cast<double>(prop.totalGlobalMem) / (1 << 30));
@@ -171,6 +180,15 @@ int main(int argc, char** argv) {
     });
     std::printf("| %s | pair | %.2f | %.3f | %.3f | %.3f |\n", names[si], t_malloc, t_async, t_ca,
                 t_torch);
+    const double t_pass = median_us_per_op(5, n_sync, [&] {
+      for (int i = 0; i < n_sync; ++i) {
+        api.malloc_(passthrough, &p, size, s);
+        api.free_(passthrough, p, s);
+      }
+    });
+    char row[160];
+    std::snprintf(row, sizeof row, "| %s | %.2f | %.2f |", names[si], t_malloc, t_pass);
+    segment_rows.emplace_back(row);
 
     // Burst: 64 allocations, then 64 frees (per pair).
     const double b_async = median_us_per_op(5, n, [&] {
@@ -223,7 +241,13 @@ int main(int argc, char** argv) {
     std::printf("| %s | pair + kernel | %.2f | %.3f | %.3f | - |\n", names[si], k_malloc, k_async,
                 k_ca);
   }
+  std::printf(
+      "\n| size | cudaMalloc/cudaFree µs | cachalot caching:0 (driver backend: "
+      "cuMemAlloc/cuMemFree) µs |\n");
+  std::printf("|---|---|---|\n");
+  for (const std::string& row : segment_rows) std::printf("%s\n", row.c_str());
   CK(cudaGetLastError());
+  api.destroy(passthrough);
   api.destroy(ca);
   CK(cudaStreamDestroy(s));
   return 0;

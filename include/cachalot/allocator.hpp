@@ -91,10 +91,22 @@ class allocator {
 /// `automatic`). @throws backend_error or not_supported when it cannot be created
 std::shared_ptr<device_backend> make_backend(const config& cfg);
 
-/// True if this build includes the CUDA backend.
+/// True if this build includes the CUDA backend (the CUDA driver API, loaded at run time).
 bool cuda_backend_built() noexcept;
 
-/// Number of CUDA devices usable now (0 without a driver or without CUDA support).
+/// Number of CUDA devices usable now (0 without a driver or without CUDA support); the first
+/// call loads the CUDA driver (see cuda_unavailable_reason()).
 int cuda_device_count() noexcept;
+
+/// Why cuda_device_count() is 0, in one sentence for an error message or a log ("" when a
+/// device exists): the build has no CUDA backend, the driver library cannot be loaded (with
+/// the loader's message), the driver is older than cachalot needs, cuInit failed (with the
+/// CUDA error), or the driver sees no device.
+std::string cuda_unavailable_reason();
+
+/// The CUDA version of the driver library found, as cuDriverGetVersion reports it (12040 for
+/// 12.4; also when that driver was refused as too old), or 0 when no driver library could be
+/// loaded or the build has no CUDA backend.
+int cuda_driver_version() noexcept;
 
 }  // namespace cachalot

@@ -1,8 +1,10 @@
 // The ABI of libcachalot.so as a framework sees it: the library is dlopen()ed (never linked),
 // every C entry point and hook resolves with dlsym, the dynamic symbol table defines nothing
-// but cachalot_ symbols, and the DT_NEEDED list names only the C/C++ runtime (no libcudart,
-// no libfmt: the CUDA runtime is linked statically and hidden). The library path is the built
-// one unless CACHALOT_LIBRARY names another (for a carried build on another machine).
+// but cachalot_ symbols, and the DT_NEEDED list names only the C/C++ runtime (no libcudart, no
+// libcuda, no libfmt: the CUDA driver is loaded at run time, fmt is header-only). The library
+// path is the built one unless CACHALOT_LIBRARY names another (for a carried build on another
+// machine). This process points CACHALOT_CUDA_DRIVER at a library that does not exist, so that
+// the CUDA backend's failure to find a driver can be seen through the C API on any machine.
 #include <dlfcn.h>
 #include <elf.h>
 #include <gtest/gtest.h>
@@ -19,6 +21,14 @@
 #include "cachalot/hooks.h"
 
 namespace {
+
+constexpr const char* kMissingDriver = "/nonexistent/cachalot-exports-test/libcuda.so.1";
+
+// Before main(), so before libcachalot.so could load a driver.
+const bool g_driver_hidden = [] {
+  setenv("CACHALOT_CUDA_DRIVER", kMissingDriver, 1);
+  return true;
+}();
 
 std::string library_path() {
   const char* env = std::getenv("CACHALOT_LIBRARY");
@@ -163,8 +173,26 @@ TEST(SharedLibraryElf, NeedsOnlyTheSystemRuntime) {
     for (const char* prefix : allowed) ok = ok || lib.rfind(prefix, 0) == 0;
     EXPECT_TRUE(ok) << "unexpected DT_NEEDED: " << lib;
     EXPECT_EQ(lib.find("cudart"), std::string::npos) << lib;
+    EXPECT_EQ(lib.find("libcuda"), std::string::npos) << lib;
     EXPECT_EQ(lib.find("fmt"), std::string::npos) << lib;
   }
+}
+
+// The CUDA backend needs only the driver, found at run time: without one, backend:cuda fails
+// with the loader's reason, through the C API, and the simulated device still works.
+TEST_F(SharedLibrary, TheCudaBackendLooksForTheDriverOnlyAtRunTime) {
+  ASSERT_TRUE(g_driver_hidden);
+  auto* create = get<decltype(cachalot_create)>("cachalot_create");
+  auto* destroy = get<decltype(cachalot_destroy)>("cachalot_destroy");
+  auto* last_error = get<decltype(cachalot_last_error)>("cachalot_last_error");
+  ASSERT_TRUE(create && destroy && last_error);
+  cachalot_allocator* a = nullptr;
+  EXPECT_EQ(create("backend:cuda", &a), CACHALOT_ERROR_BACKEND);
+  EXPECT_EQ(a, nullptr);
+  const std::string why = last_error();
+  EXPECT_NE(why.find(kMissingDriver), std::string::npos) << why;
+  ASSERT_EQ(create("backend:auto,capacity:1GiB", &a), CACHALOT_SUCCESS) << last_error();
+  destroy(a);
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 // Test support: the backends and configurations the conformance suite runs against. Every
 // case names a backend factory, a config and a way to make distinct stream handles. The CUDA
 // case is added only when a device exists; without one the suite says so in a skipped test.
+// With CACHALOT_TEST_FAKE_CUDA set (and CACHALOT_CUDA_DRIVER naming the fake driver of
+// tests/cuda/fake_driver), the CUDA backend runs on the fake driver's devices instead, with
+// made-up stream handles.
 #pragma once
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -25,6 +29,7 @@ struct backend_case {
   bool simulated = true;     ///< simulated device (inspectable)
   bool host_backed = false;  ///< contents readable and writable
   std::function<std::shared_ptr<device_backend>(const config&)> make;  ///< backend factory
+  bool fake_streams = true;  ///< made-up stream handles (else real CUDA streams)
 };
 
 inline std::shared_ptr<device_backend> make_sim(const config& c) {
@@ -38,24 +43,32 @@ inline std::shared_ptr<device_backend> make_sim(const config& c) {
 /// CUDA with the default config when a device exists.
 inline std::vector<backend_case> conformance_cases() {
   std::vector<backend_case> cases = {
-      {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim},
-      {"sim_host_backed", "backend:simulated,capacity:1GiB,host_backing:1", true, true, make_sim},
+      {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim, true},
+      {"sim_host_backed", "backend:simulated,capacity:1GiB,host_backing:1", true, true, make_sim,
+       true},
       {"sim_max_split", "backend:simulated,capacity:8GiB,max_split_size:64MiB", true, false,
-       make_sim},
-      {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim},
+       make_sim, true},
+      {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim,
+       true},
   };
-  if (cuda_device_count() > 0) {
+  const char* fake = std::getenv("CACHALOT_TEST_FAKE_CUDA");
+  if (fake != nullptr && *fake != '\0') {
+    if (cuda_device_count() > 0) {
+      cases.push_back({"cuda_fake_driver", "backend:cuda,memory_limit:8GiB", false, false,
+                       [](const config& c) { return make_backend(c); }, true});
+    }
+  } else if (cuda_device_count() > 0) {
     cases.push_back({"cuda_default", "backend:cuda,memory_limit:8GiB", false, false,
-                     [](const config& c) { return make_backend(c); }});
+                     [](const config& c) { return make_backend(c); }, false});
   }
   return cases;
 }
 
-/// Distinct stream handles for a case: fake handles on the simulated device, real streams on
-/// CUDA (destroyed with the pool).
+/// Distinct stream handles for a case: made-up handles (the simulated device, the fake CUDA
+/// driver), or real streams on CUDA (destroyed with the pool).
 class stream_pool {
  public:
-  explicit stream_pool(bool simulated) : simulated_(simulated) {}
+  explicit stream_pool(bool fake_handles) : simulated_(fake_handles) {}
   ~stream_pool() {
 #ifdef CACHALOT_WITH_CUDA
     for (void* s : owned_) cudaStreamDestroy(static_cast<cudaStream_t>(s));
