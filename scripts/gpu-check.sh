@@ -7,9 +7,11 @@
 # toolkit from build-gpu/deps (fmt headers, GoogleTest sources) into build-gpu-local/.
 # It runs: the ABI test of libcachalot.so, the hook tests (simulated and GPU), the default
 # allocator/adapter tests, the CUDA backend and allocator tests, the core and C API suites if
-# carried, the C++ and C examples, the PyTorch and CuPy examples, and tools/gpu_hotpath (the
-# hot path against cudaMalloc/cudaFree and a warm cudaMallocAsync pool). Every step has a
-# time limit within one overall deadline (GPU_CHECK_BUDGET_S, default 450 s).
+# carried, the Python package's GPU checks (python/tests/gpu_check.py: PyTorch and CuPy through
+# cachalot.torch / cachalot.cupy), the C++ and C examples, the PyTorch and CuPy examples, and
+# tools/gpu_hotpath (the hot path against cudaMalloc/cudaFree and a warm cudaMallocAsync
+# pool). Every step has a time limit within one overall deadline (GPU_CHECK_BUDGET_S, default
+# 450 s).
 # Output: the full log, and at the end a results block ready for docs/gpu-results.md; both
 # are also written to $OUT (gpu-check.log, gpu-results-block.md) when OUT is set.
 # GPU_CHECK_MODE=carried forces the carried binaries (no probe, no rebuild).
@@ -153,13 +155,22 @@ have cachalot_cuda_backend_test && step "CUDA backend and allocator" 180 \
 have core_tests && step "core suite (incl. conformance)" 150 "$BIN/core_tests"
 have c_api_tests && step "C API suite" 60 "$BIN/c_api_tests"
 
+# --- Python package: cachalot.torch / cachalot.cupy on the GPU (issue 8) ---------------------
+# The first run builds the PyTorch extension (cached by torch.utils.cpp_extension afterwards).
+PYPKG_ENV=(env PYTHONPATH="$ROOT/python" CACHALOT_LIBRARY="$LIB")
+step "Python package: PyTorch (gpu_check.py torch)" 240 \
+  "${PYPKG_ENV[@]}" "${PYTHON:-python3}" python/tests/gpu_check.py torch
+step "Python package: CuPy (gpu_check.py cupy)" 90 \
+  "${PYPKG_ENV[@]}" "${PYTHON:-python3}" python/tests/gpu_check.py cupy
+
 # --- Examples -------------------------------------------------------------------------------
 have inference_engine && step "example: inference_engine" 60 "$BIN/inference_engine" --steps 50
 have c_shim && step "example: c_shim" 30 "$BIN/c_shim"
 PY=${PYTHON:-python3}
 step "example: PyTorch pluggable allocator" 150 \
-  env CACHALOT_LIBRARY="$LIB" "$PY" examples/pytorch_pluggable.py
-step "example: CuPy allocator" 120 env CACHALOT_LIBRARY="$LIB" "$PY" examples/cupy_allocator.py
+  env CACHALOT_LIBRARY="$LIB" PYTHONPATH="$ROOT/python" "$PY" examples/pytorch_pluggable.py
+step "example: CuPy allocator" 120 \
+  env CACHALOT_LIBRARY="$LIB" PYTHONPATH="$ROOT/python" "$PY" examples/cupy_allocator.py
 
 # --- Hot path -------------------------------------------------------------------------------
 if have gpu_hotpath && [[ -n ${LIB:-} && -f $LIB ]]; then
