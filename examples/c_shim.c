@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   int local = 0;
   int i;
 
+  cachalot_stats_init(&stats);
   CHECK(cachalot_create(config, &a));
   for (i = 0; i < 16; ++i) {
     CHECK(cachalot_malloc(a, &blocks[i], (size_t)(i + 1) * 100000u, NULL));
@@ -35,8 +36,10 @@ int main(int argc, char** argv) {
   for (i = 0; i < 16; i += 2) CHECK(cachalot_free(a, blocks[i], NULL));
   CHECK(cachalot_get_stats(a, &stats));
   printf("live allocations %llu, allocated %llu B, reserved %llu B, largest free block %llu B\n",
-         (unsigned long long)stats.num_live_allocations, (unsigned long long)stats.allocated_bytes,
-         (unsigned long long)stats.reserved_bytes, (unsigned long long)stats.largest_free_block);
+         (unsigned long long)stats.allocations.all.current,
+         (unsigned long long)stats.allocated_bytes.all.current,
+         (unsigned long long)stats.reserved_bytes.all.current,
+         (unsigned long long)stats.largest_free_block);
 
   /* Errors are statuses plus a per-thread message; nothing is changed by a bad call. */
   if (cachalot_free(a, &local, NULL) == CACHALOT_ERROR_INVALID_POINTER) {
@@ -53,7 +56,8 @@ int main(int argc, char** argv) {
   for (i = 1; i < 16; i += 2) CHECK(cachalot_free(a, blocks[i], NULL));
   CHECK(cachalot_empty_cache(a));
   CHECK(cachalot_get_stats(a, &stats));
-  printf("after empty_cache: reserved %llu B\n", (unsigned long long)stats.reserved_bytes);
+  printf("after empty_cache: reserved %llu B\n",
+         (unsigned long long)stats.reserved_bytes.all.current);
   cachalot_destroy(a);
-  return stats.reserved_bytes == 0 ? 0 : 1;
+  return stats.reserved_bytes.all.current == 0 ? 0 : 1;
 }

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""CuPy with cachalot as its memory allocator (cupy.cuda.memory.CFunctionAllocator).
+"""CuPy with cachalot as its memory allocator, through the cachalot package.
 
-CuPy passes no stream to its allocator, so the cachalot CuPy hooks allocate and free on the
-default stream (see docs/cuda.md). Loads libcachalot.so (CACHALOT_LIBRARY, or a build folder
-of this repository), installs the hooks, runs a few array operations and prints cachalot's
-counters and summary. Exits 77 (skipped) without cupy, without a GPU, or without the library.
+cachalot.cupy.enable() installs a cupy.cuda.memory.PythonFunctionAllocator that allocates on
+CuPy's current stream and raises cupy.cuda.memory.OutOfMemoryError (with cachalot's message)
+when cachalot cannot allocate. This runs a few array operations, shows the out-of-memory error,
+and prints cachalot's statistics and summary. Needs the package importable (see
+pytorch_pluggable.py). Exits 77 (skipped) without cupy or a GPU.
 """
-import ctypes
 import sys
 
-from _cachalot_lib import SKIP, find_library, load, stats, summary
+SKIP = 77
 
 
 def main():
@@ -24,17 +24,10 @@ def main():
     except Exception as e:  # cupy raises CUDARuntimeError without a driver
         print(f"skipped: no CUDA device visible to cupy ({e})")
         return SKIP
-    path = find_library()
-    if path is None:
-        print("skipped: libcachalot.so not found (set CACHALOT_LIBRARY)")
-        return SKIP
+    import cachalot
+    import cachalot.cupy
 
-    lib = load(path)
-    malloc_fn = ctypes.cast(lib.cachalot_cupy_malloc, ctypes.c_void_p).value
-    free_fn = ctypes.cast(lib.cachalot_cupy_free, ctypes.c_void_p).value
-    allocator = cupy.cuda.memory.CFunctionAllocator(0, malloc_fn, free_fn, lib)
-    cupy.cuda.set_allocator(allocator.malloc)
-
+    cachalot.cupy.enable()
     a = cupy.random.rand(2048, 2048, dtype=cupy.float32)
     for _ in range(5):
         b = a @ a.T
@@ -42,16 +35,21 @@ def main():
     total = float(a.sum())
     cupy.cuda.Device().synchronize()
     print(f"result {total:.6f}")
+    try:
+        cupy.empty(1 << 50, dtype=cupy.uint8)  # 1 PiB
+    except cupy.cuda.memory.OutOfMemoryError as e:
+        print("out of memory, as expected:", str(e)[:160])
 
     device = cupy.cuda.Device().id
-    s = stats(lib, device)
-    print(f"cachalot: {s.num_allocs} allocations, {s.allocated_bytes} B allocated, "
-          f"{s.reserved_bytes} B reserved, {s.num_segment_allocs} cudaMalloc calls")
-    print(summary(lib, device))
+    stats = cachalot.memory_stats(device)
+    print(f"cachalot: {stats['cachalot.num_allocs']} allocations, "
+          f"{stats['allocated_bytes.all.current']} B allocated, "
+          f"{stats['reserved_bytes.all.current']} B reserved, "
+          f"{stats['num_device_alloc']} cudaMalloc calls, {stats['num_ooms']} out-of-memory")
+    print(cachalot.memory_summary(device))
     del a, b
-    cupy.cuda.set_allocator(None)
-    if s.num_allocs == 0:
-        print("error: CuPy did not allocate through cachalot")
+    if stats["cachalot.num_allocs"] == 0 or stats["num_ooms"] != 1:
+        print("error: CuPy did not allocate through cachalot as expected")
         return 1
     return 0
 

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""PyTorch with cachalot as its CUDA allocator (torch.cuda.memory.CUDAPluggableAllocator).
+"""PyTorch with cachalot as its CUDA allocator, through the cachalot package.
 
-Loads libcachalot.so (CACHALOT_LIBRARY, or a build folder of this repository), makes it the
-current allocator before any CUDA memory is allocated, trains a small MLP for a few steps and
-prints cachalot's own counters and summary (PyTorch's memory_stats are not available for a
-pluggable allocator, so they are read through ctypes). The allocator is configured by
-CACHALOT_CONF, e.g. CACHALOT_CONF=memory_limit:90% python pytorch_pluggable.py
-Exits 77 (skipped) without torch, without a GPU, or without the library.
+cachalot.torch.enable() (before the first CUDA tensor) builds a small extension against the
+installed torch once and installs cachalot as PyTorch's C++ CUDAPluggableAllocator with all its
+hooks; then this trains a small MLP, shows that an allocation larger than the device raises
+torch.cuda.OutOfMemoryError with cachalot's message while training goes on, and prints
+cachalot's statistics (PyTorch's own torch.cuda.memory_stats() raise under a pluggable
+allocator). The default allocators are configured by CACHALOT_CONF, e.g.
+    CACHALOT_CONF=memory_limit:90% python examples/pytorch_pluggable.py
+Needs the package importable (pip install --no-build-isolation ./python, or PYTHONPATH=python
+with CACHALOT_LIBRARY=build/src/libcachalot.so). Exits 77 (skipped) without torch or a GPU.
 """
 import sys
 
-from _cachalot_lib import SKIP, find_library, load, stats, summary
+SKIP = 77
 
 
 def main():
@@ -22,15 +25,10 @@ def main():
     if not torch.cuda.is_available():
         print("skipped: no CUDA device visible to torch")
         return SKIP
-    path = find_library()
-    if path is None:
-        print("skipped: libcachalot.so not found (set CACHALOT_LIBRARY)")
-        return SKIP
+    import cachalot.torch
 
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(
-        path, "cachalot_torch_malloc", "cachalot_torch_free")
-    torch.cuda.memory.change_current_allocator(allocator)
-    lib = load(path)  # same path: the same loaded library, the same default allocators
+    cachalot.torch.enable()
+    print("cachalot hooks:", " ".join(cachalot.torch.wired_hooks()))
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
@@ -48,16 +46,22 @@ def main():
         optimizer.step()
         if step % 3 == 0:
             print(f"step {step}: loss {loss.item():.4f}")
+        if step == 4:
+            try:
+                torch.empty(1 << 50, dtype=torch.uint8, device="cuda")  # 1 PiB
+            except torch.cuda.OutOfMemoryError as e:
+                print("out of memory, as expected:", str(e).splitlines()[0][:160])
     torch.cuda.synchronize()
 
-    device = torch.cuda.current_device()
-    s = stats(lib, device)
-    print(f"cachalot: {s.num_allocs} allocations, {s.allocated_bytes} B allocated, "
-          f"{s.reserved_bytes} B reserved (peak {s.reserved_bytes_peak} B), "
-          f"{s.num_segment_allocs} cudaMalloc calls")
-    print(summary(lib, device))
-    if s.num_allocs == 0:
-        print("error: PyTorch did not allocate through cachalot")
+    stats = cachalot.torch.memory_stats()
+    print(f"cachalot: {stats['cachalot.num_allocs']} allocations, "
+          f"{stats['allocated_bytes.all.current']} B allocated, "
+          f"{stats['reserved_bytes.all.current']} B reserved "
+          f"(peak {stats['reserved_bytes.all.peak']} B), "
+          f"{stats['num_device_alloc']} cudaMalloc calls, {stats['num_ooms']} out-of-memory")
+    print(cachalot.torch.memory_summary())
+    if stats["cachalot.num_allocs"] == 0 or stats["num_ooms"] != 1:
+        print("error: PyTorch did not allocate through cachalot as expected")
         return 1
     return 0
 

@@ -11,7 +11,8 @@
 # without a context keeps none, no context on GPU 0 when only GPU 1 is used, a thread on GPU 0
 # stays there; --bench: segment alloc/free through the driver backend against cudaMalloc/cudaFree,
 # map_chunk/unmap_chunk of 2 MiB and 20 MiB chunks), the core and C API suites if carried, the
-# C++ and C examples, the PyTorch and CuPy examples, and tools/gpu_hotpath (the hot path against
+# Python package's GPU checks (python/tests/gpu_check.py: PyTorch and CuPy through
+# cachalot.torch / cachalot.cupy), the C++ and C examples, the PyTorch and CuPy examples, and tools/gpu_hotpath (the hot path against
 # cudaMalloc/cudaFree and a warm cudaMallocAsync pool, and caching:0 against cudaMalloc/cudaFree).
 # Every step has a time limit within one overall deadline (GPU_CHECK_BUDGET_S, default 450 s).
 # libcachalot.so itself needs only a CUDA 11.3+ driver (it loads libcuda.so.1 at run time); the
@@ -174,13 +175,22 @@ fi
 have core_tests && step "core suite (incl. conformance)" 150 "$BIN/core_tests"
 have c_api_tests && step "C API suite" 60 "$BIN/c_api_tests"
 
+# --- Python package: cachalot.torch / cachalot.cupy on the GPU (issue 8) ---------------------
+# The first run builds the PyTorch extension (cached by torch.utils.cpp_extension afterwards).
+PYPKG_ENV=(env PYTHONPATH="$ROOT/python" CACHALOT_LIBRARY="$LIB")
+step "Python package: PyTorch (gpu_check.py torch)" 240 \
+  "${PYPKG_ENV[@]}" "${PYTHON:-python3}" python/tests/gpu_check.py torch
+step "Python package: CuPy (gpu_check.py cupy)" 90 \
+  "${PYPKG_ENV[@]}" "${PYTHON:-python3}" python/tests/gpu_check.py cupy
+
 # --- Examples -------------------------------------------------------------------------------
 have inference_engine && step "example: inference_engine" 60 "$BIN/inference_engine" --steps 50
 have c_shim && step "example: c_shim" 30 "$BIN/c_shim"
 PY=${PYTHON:-python3}
 step "example: PyTorch pluggable allocator" 150 \
-  env CACHALOT_LIBRARY="$LIB" "$PY" examples/pytorch_pluggable.py
-step "example: CuPy allocator" 120 env CACHALOT_LIBRARY="$LIB" "$PY" examples/cupy_allocator.py
+  env CACHALOT_LIBRARY="$LIB" PYTHONPATH="$ROOT/python" "$PY" examples/pytorch_pluggable.py
+step "example: CuPy allocator" 120 \
+  env CACHALOT_LIBRARY="$LIB" PYTHONPATH="$ROOT/python" "$PY" examples/cupy_allocator.py
 
 # --- Hot path -------------------------------------------------------------------------------
 if have gpu_hotpath && [[ -n ${LIB:-} && -f $LIB ]]; then

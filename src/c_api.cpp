@@ -13,6 +13,7 @@
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
 #include "detail/c_error.hpp"
+#include "detail/snapshot_json.hpp"
 
 struct cachalot_allocator {
   std::uint64_t magic;
@@ -86,28 +87,44 @@ cachalot_status with(cachalot_allocator* a, const char* fn, F&& f) noexcept {
   return guarded([&] { f(*a->impl); });
 }
 
-void fill(const memory_stats& s, cachalot_stats* out) {
-  *out = cachalot_stats{};
-  out->requested_bytes = s.requested_bytes.all.current;
-  out->requested_bytes_peak = s.requested_bytes.all.peak;
-  out->allocated_bytes = s.allocated_bytes.all.current;
-  out->allocated_bytes_peak = s.allocated_bytes.all.peak;
-  out->reserved_bytes = s.reserved_bytes.all.current;
-  out->reserved_bytes_peak = s.reserved_bytes.all.peak;
-  out->active_bytes = s.active_bytes.all.current;
-  out->active_bytes_peak = s.active_bytes.all.peak;
-  out->inactive_split_bytes = s.inactive_split_bytes.all.current;
-  out->num_allocs = s.num_allocs;
-  out->num_frees = s.num_frees;
-  out->num_segment_allocs = s.num_segment_allocs;
-  out->num_segment_frees = s.num_segment_frees;
-  out->num_ooms = s.num_ooms;
-  out->num_alloc_retries = s.num_alloc_retries;
-  out->num_cache_flushes = s.num_cache_flushes;
-  out->largest_free_block = s.largest_free_block;
-  out->num_live_allocations = s.allocations.all.current;
-  out->num_segments = s.segments.all.current;
-  out->num_use_after_free_writes = s.num_use_after_free_writes;
+void fill(cachalot_stat& out, const stat& s) {
+  out = cachalot_stat{s.current, s.peak, s.allocated, s.freed};
+}
+
+void fill(cachalot_pool_stats& out, const pool_stats& s) {
+  fill(out.all, s.all);
+  fill(out.small_pool, s.small);
+  fill(out.large_pool, s.large);
+}
+
+// Every field this library knows, `size` included.
+cachalot_stats full_stats(const memory_stats& s, std::size_t max_split_size) {
+  cachalot_stats out{};
+  out.size = sizeof(cachalot_stats);
+  fill(out.requested_bytes, s.requested_bytes);
+  fill(out.allocated_bytes, s.allocated_bytes);
+  fill(out.reserved_bytes, s.reserved_bytes);
+  fill(out.active_bytes, s.active_bytes);
+  fill(out.inactive_split_bytes, s.inactive_split_bytes);
+  fill(out.allocations, s.allocations);
+  fill(out.segments, s.segments);
+  out.num_allocs = s.num_allocs;
+  out.num_frees = s.num_frees;
+  out.num_segment_allocs = s.num_segment_allocs;
+  out.num_segment_frees = s.num_segment_frees;
+  out.num_ooms = s.num_ooms;
+  out.num_alloc_retries = s.num_alloc_retries;
+  out.num_cache_flushes = s.num_cache_flushes;
+  out.num_device_syncs = s.num_device_syncs;
+  out.num_oversize_allocs = s.num_oversize_allocs;
+  out.num_deferred_frees = s.num_deferred_frees;
+  out.num_pending_blocks = s.num_pending_blocks;
+  out.num_streams = s.num_streams;
+  out.num_free_blocks = s.num_free_blocks;
+  out.largest_free_block = s.largest_free_block;
+  out.num_use_after_free_writes = s.num_use_after_free_writes;
+  out.max_split_size = max_split_size == SIZE_MAX ? UINT64_MAX : max_split_size;
+  return out;
 }
 
 }  // namespace
@@ -133,6 +150,10 @@ cachalot_status status_of_current_exception(const char* context) noexcept {
   }
 }
 
+std::string snapshot_json(const allocator& a) {
+  return snapshot_to_json(a.snapshot(), a.backend().device(), a.backend().name());
+}
+
 cachalot_status copy_text(const std::string& text, char* buf, std::size_t capacity,
                           std::size_t* needed) {
   if (needed != nullptr) *needed = text.size() + 1;
@@ -144,10 +165,18 @@ cachalot_status copy_text(const std::string& text, char* buf, std::size_t capaci
   return CACHALOT_SUCCESS;
 }
 
-cachalot_status fill_stats(const memory_stats& s, cachalot_stats* out) {
-  if (out == nullptr) return fail(CACHALOT_ERROR_INVALID_ARGUMENT, "stats output is NULL");
-  fill(s, out);
-  return CACHALOT_SUCCESS;
+void fill_stats(const allocator& a, cachalot_stats* out) {
+  if (out == nullptr) throw invalid_argument("stats output is NULL", __FILE__, __LINE__);
+  const std::uint64_t size = out->size;
+  if (size < sizeof(std::uint64_t) || size % sizeof(std::uint64_t) != 0) {
+    throw invalid_argument("cachalot_stats.size is " + std::to_string(size) +
+                               ": set it to sizeof(cachalot_stats) (cachalot_stats_init)",
+                           __FILE__, __LINE__);
+  }
+  const cachalot_stats full = full_stats(a.stats(), a.get_config().max_split_size);
+  const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(size, sizeof full));
+  std::memcpy(out, &full, n);  // bytes past n, which this library does not know, stay as they are
+  out->size = n;
 }
 
 }  // namespace cachalot::detail
@@ -212,7 +241,7 @@ cachalot_status cachalot_get_stats(cachalot_allocator* a, cachalot_stats* out) {
   if (out == nullptr) {
     return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_get_stats: out is NULL");
   }
-  return with(a, "cachalot_get_stats", [&](allocator& x) { detail::fill_stats(x.stats(), out); });
+  return with(a, "cachalot_get_stats", [&](allocator& x) { detail::fill_stats(x, out); });
 }
 
 cachalot_status cachalot_reset_peak_stats(cachalot_allocator* a) {
@@ -223,6 +252,13 @@ cachalot_status cachalot_memory_summary(cachalot_allocator* a, char* buf, size_t
                                         size_t* needed) {
   return with(a, "cachalot_memory_summary",
               [&](allocator& x) { detail::copy_text(x.memory_summary(), buf, capacity, needed); });
+}
+
+cachalot_status cachalot_memory_snapshot(cachalot_allocator* a, char* buf, size_t capacity,
+                                         size_t* needed) {
+  return with(a, "cachalot_memory_snapshot", [&](allocator& x) {
+    detail::copy_text(detail::snapshot_json(x), buf, capacity, needed);
+  });
 }
 
 const char* cachalot_status_string(cachalot_status s) {

@@ -1,8 +1,13 @@
-// Process-wide default allocators (see cachalot/default.hpp). A fixed table of slots, each a
-// std::once_flag and an atomic pointer, constant-initialized so that it is usable from any
-// static initializer or atexit handler and is never destroyed. Invariant: a slot's pointer is
-// either null or a fully constructed allocator that lives until the process ends.
+// Process-wide default allocators (see cachalot/default.hpp). A fixed table of slots, each an
+// atomic pointer plus what the slot was configured or created with, and one mutex for every
+// change of configuration or creation. All of it is trivially destructible (strings are leaked
+// through pointers), so it is usable from any static initializer or atexit handler and is
+// never destroyed. Invariants: a slot's pointer is either null or a fully constructed
+// allocator that lives until the process ends; a slot's `created_from` is set exactly when its
+// pointer is; a default allocator runs on CUDA unless its config names the simulated device.
 #include "cachalot/default.hpp"
+
+#include <fmt/format.h>
 
 #include <atomic>
 #include <mutex>
@@ -10,39 +15,147 @@
 
 #include "cachalot/config.hpp"
 #include "cachalot/errors.hpp"
+#include "detail/defaults.hpp"
+#include "detail/log.hpp"
 
 namespace cachalot {
 
 namespace {
 
 struct slot {
-  std::once_flag once;
   std::atomic<allocator*> instance{nullptr};
+  const std::string* created_from = nullptr;  // canonical base config (guarded by g_mutex)
+  double fraction = 0.0;                      // set_default_memory_fraction (guarded)
+  bool fraction_set = false;                  // (guarded)
 };
 
 slot g_slots[max_default_devices];
+constinit std::mutex g_mutex;               // creation and configuration
+const std::string* g_configured = nullptr;  // configure_default_allocators text; null: env
 
 bool valid_device(int device) noexcept {
   return device >= 0 && device < max_default_devices;
 }
 
+void check_device(const char* what, int device) {
+  if (!valid_device(device)) {
+    throw invalid_argument(
+        fmt::format("{}: device {} is outside [0, {})", what, device, max_default_devices),
+        __FILE__, __LINE__);
+  }
+}
+
+// The config text in force (guarded by g_mutex): configured, or CACHALOT_CONF.
+config base_config() {
+  if (g_configured != nullptr) {
+    try {
+      return config::parse(*g_configured);
+    } catch (const invalid_argument& e) {  // validated when configured: cannot happen
+      throw invalid_argument(std::string("configured default config: ") + e.what(), e.file(),
+                             e.line());
+    }
+  }
+  return config::from_environment();
+}
+
+// The config with `device` normalized, as text: equal texts mean the same allocator config.
+std::string canonical(config c) {
+  c.device = 0;
+  return c.to_string();
+}
+
+// Throws an error of `e`'s status with `message` and `e`'s source location.
+[[noreturn]] void rethrow_with(const error& e, const std::string& message) {
+  switch (e.code()) {
+    case status::backend:
+      throw backend_error(message, e.file(), e.line());
+    case status::not_supported:
+      throw not_supported(message, e.file(), e.line());
+    case status::invalid_argument:
+      throw invalid_argument(message, e.file(), e.line());
+    default:
+      throw error(e.code(), message, e.file(), e.line());
+  }
+}
+
+// Creates the allocator of `s` (g_mutex held). Logs what it runs on, or why it cannot run.
+allocator* create(slot& s, int device) {
+  config cfg;
+  try {
+    cfg = base_config();
+  } catch (const invalid_argument& e) {
+    const std::string message = fmt::format(
+        "the default allocators cannot start: {}; every allocation through them "
+        "(hooks, default_allocator) fails until it is fixed",
+        e.what());
+    detail::log_once(detail::log_level::error, message);
+    throw invalid_argument(message, e.file(), e.line());
+  }
+  const std::string base = canonical(cfg);
+  cfg.device = device;
+  if (s.fraction_set) {
+    cfg.memory_fraction = s.fraction;
+    cfg.memory_limit = 0;
+  }
+  const bool asked_simulated = cfg.backend == backend_kind::simulated;
+  if (cfg.backend == backend_kind::automatic) cfg.backend = backend_kind::cuda;
+  allocator* a = nullptr;
+  try {
+    a = new allocator(cfg);  // leaked on purpose: see cachalot/default.hpp
+  } catch (const error& e) {
+    const std::string message =
+        asked_simulated
+            ? fmt::format("the default allocator of device {} cannot start: {}", device, e.what())
+            : fmt::format(
+                  "the default allocator of device {} cannot start on CUDA: {}. Default "
+                  "allocators never fall back to the simulated device; to use it "
+                  "deliberately, set CACHALOT_CONF=backend:simulated",
+                  device, e.what());
+    detail::log_once(detail::log_level::error, message);
+    rethrow_with(e, message);
+  }
+  s.created_from = new std::string(base);
+  const device_memory_info mi = a->backend().memory_info();
+  detail::log(detail::log_level::info,
+              fmt::format("default allocator of device {}: backend {}, device memory {} ({} "
+                          "free), config {}",
+                          device, a->backend().name(), format_bytes(mi.total),
+                          format_bytes(mi.free), a->get_config().to_string()));
+  if (asked_simulated) {
+    detail::log_once(detail::log_level::warn,
+                     "the default allocators run on the SIMULATED device (backend:simulated in "
+                     "their config): their memory is not GPU memory; never hand it to kernels");
+  }
+  return a;
+}
+
+// Fails if an existing default allocator was created from a config other than `text`.
+void check_unchanged(const std::string& text) {
+  for (int d = 0; d < max_default_devices; ++d) {
+    const slot& s = g_slots[d];
+    if (s.created_from != nullptr && *s.created_from != text) {
+      throw invalid_argument(
+          fmt::format("the default allocator of device {} exists already with config '{}'; "
+                      "configure the default allocators before their first use",
+                      d, *s.created_from),
+          __FILE__, __LINE__);
+    }
+  }
+}
+
 }  // namespace
 
 allocator& default_allocator(int device) {
-  if (!valid_device(device)) {
-    throw invalid_argument("default_allocator: device " + std::to_string(device) +
-                               " is outside [0, " + std::to_string(max_default_devices) + ")",
-                           __FILE__, __LINE__);
-  }
+  check_device("default_allocator", device);
   slot& s = g_slots[device];
   if (allocator* a = s.instance.load(std::memory_order_acquire)) return *a;
-  std::call_once(s.once, [&s, device] {
-    config cfg = config::from_environment();
-    cfg.device = device;
-    // Leaked on purpose: see the file comment of cachalot/default.hpp.
-    s.instance.store(new allocator(cfg), std::memory_order_release);
-  });
-  return *s.instance.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  allocator* a = s.instance.load(std::memory_order_acquire);
+  if (a == nullptr) {
+    a = create(s, device);
+    s.instance.store(a, std::memory_order_release);
+  }
+  return *a;
 }
 
 allocator* default_allocator_if_created(int device) noexcept {
@@ -64,5 +177,91 @@ void empty_default_caches() {
     if (allocator* a = s.instance.load(std::memory_order_acquire)) a->empty_cache();
   }
 }
+
+void configure_default_allocators(std::string_view config_text) {
+  const std::string text = canonical(config::parse(config_text));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  check_unchanged(text);
+  const std::string* old = g_configured;
+  g_configured = new std::string(text);
+  delete old;
+}
+
+void configure_default_allocators_from_environment() {
+  const std::string text = canonical(config::from_environment());
+  std::lock_guard<std::mutex> lock(g_mutex);
+  check_unchanged(text);
+  const std::string* old = g_configured;
+  g_configured = nullptr;
+  delete old;
+}
+
+void set_default_memory_fraction(int device, double fraction) {
+  check_device("set_default_memory_fraction", device);
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw invalid_argument(fmt::format("memory fraction {} is not in [0, 1]", fraction), __FILE__,
+                           __LINE__);
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  slot& s = g_slots[device];
+  if (allocator* a = s.instance.load(std::memory_order_acquire)) {
+    if (a->get_config().memory_fraction == fraction) return;
+    throw not_supported(fmt::format("the default allocator of device {} exists already (memory "
+                                    "limit {}); set its memory fraction before its first "
+                                    "allocation, or use config key memory_limit",
+                                    device, format_bytes(a->get_config().memory_limit)),
+                        __FILE__, __LINE__);
+  }
+  s.fraction = fraction;
+  s.fraction_set = true;
+}
+
+namespace detail {
+
+void* default_allocate(int device, std::size_t size, stream_t stream) {
+  allocator& a = default_allocator(device);
+  try {
+    return a.allocate(size, stream);
+  } catch (const out_of_memory& e) {
+    if (log_enabled(log_level::warn)) log_oom(device, e.what(), a.memory_summary());
+    throw;
+  }
+}
+
+void default_free(int device, void* ptr, std::size_t size, stream_t stream) {
+  if (ptr == nullptr) return;
+  auto release = [&](allocator& a) {
+    if (size != 0) {
+      a.deallocate(ptr, size, stream);
+    } else {
+      a.deallocate(ptr, stream);
+    }
+  };
+  if (allocator* a = default_allocator_if_created(device); a != nullptr && a->owns(ptr)) {
+    release(*a);
+    return;
+  }
+  allocator* owner = default_allocator_owning(ptr);
+  if (owner == nullptr) {
+    // Nobody owns it: the allocator of `device` explains why (freed already, interior, ...).
+    if (allocator* a = default_allocator_if_created(device)) release(*a);
+    throw invalid_pointer(
+        fmt::format("{} is not a live allocation of any default allocator", fmt::ptr(ptr)),
+        __FILE__, __LINE__);
+  }
+  release(*owner);
+}
+
+void default_record_stream(void* ptr, stream_t stream) {
+  allocator* owner = default_allocator_owning(ptr);
+  if (owner == nullptr) {
+    throw invalid_pointer(
+        fmt::format("{} is not a live allocation of any default allocator", fmt::ptr(ptr)),
+        __FILE__, __LINE__);
+  }
+  owner->record_stream(ptr, stream);
+}
+
+}  // namespace detail
 
 }  // namespace cachalot

@@ -1,48 +1,47 @@
-// Framework hooks (cachalot/hooks.h): thin C wrappers over the default allocators. Invariant:
-// no exception leaves a hook; every failure stores the thread's last error, and the malloc
-// hooks return NULL so that the framework raises its own out-of-memory error.
+// Framework hooks (cachalot/hooks.h): thin C wrappers over the default allocators. Invariants:
+// no exception leaves a hook; every failure stores the thread's last error and is printed on
+// stderr (out of memory with the summary, by detail::default_allocate; anything else as an
+// error line, each distinct message once), because the frameworks that call these hooks do
+// not look at cachalot_last_error(); the malloc hooks then return NULL.
 #include "cachalot/hooks.h"
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "cachalot/default.hpp"
 #include "cachalot/errors.hpp"
-#include "cachalot/stats.hpp"
 #include "detail/c_error.hpp"
+#include "detail/defaults.hpp"
+#include "detail/log.hpp"
 
 namespace {
 
-using cachalot::allocator;
-
-// Records the failure of `hook` as the thread's last error; returns its C status.
+// Inside a catch block: records the failure of `hook` as the thread's last error and prints
+// it (out-of-memory errors were printed with the summary already). Returns its C status.
+// The error is keyed by its message without the hook's name, so that an error printed
+// already where it arose (a default allocator that cannot start) is not printed again.
 cachalot_status record_failure(const char* hook) noexcept {
-  return cachalot::detail::status_of_current_exception(hook);
+  const cachalot_status s = cachalot::detail::status_of_current_exception(hook);
+  if (s != CACHALOT_ERROR_OUT_OF_MEMORY) {
+    try {
+      const std::string message = cachalot_last_error();  // "<hook>: <what>"
+      const std::string_view what = std::string_view(message).substr(
+          std::min(message.size(), std::char_traits<char>::length(hook) + 2));
+      cachalot::detail::log_once(cachalot::detail::log_level::error, message, what);
+    } catch (...) {
+    }
+  }
+  return s;
 }
 
-// Frees `ptr` (of `size` bytes, 0: unknown) on `stream` with the allocator of `device` or, if
-// that one does not own it, with the default allocator that does. A known size is checked in
-// the allocator's checked mode. Throws invalid_pointer when none owns it.
-void free_on(void* ptr, std::size_t size, int device, void* stream) {
-  auto release = [&](allocator& a) {
-    if (size != 0) {
-      a.deallocate(ptr, size, stream);
-    } else {
-      a.deallocate(ptr, stream);
-    }
-  };
-  if (allocator* a = cachalot::default_allocator_if_created(device); a != nullptr) {
-    try {
-      release(*a);
-      return;
-    } catch (const cachalot::invalid_pointer&) {  // maybe another device's: look below
-    }
-  }
-  allocator* owner = cachalot::default_allocator_owning(ptr);
-  if (owner == nullptr) {
-    throw cachalot::invalid_pointer("pointer is not a live allocation of any default allocator",
-                                    __FILE__, __LINE__);
-  }
-  release(*owner);
+cachalot_status graph_pools_not_implemented(const char* hook) noexcept {
+  cachalot::detail::set_last_error(
+      std::string(hook) +
+      ": CUDA graph private pools (torch.cuda.graph capture, torch.cuda.MemPool) are not "
+      "implemented in cachalot yet; capture with PyTorch's own allocator, or warm up and "
+      "capture without a private pool through cachalot's C++ API");
+  return CACHALOT_ERROR_NOT_SUPPORTED;
 }
 
 }  // namespace
@@ -51,7 +50,7 @@ extern "C" {
 
 void* cachalot_torch_malloc(size_t size, int device, void* stream) {
   try {
-    return cachalot::default_allocator(device).allocate(size, stream);
+    return cachalot::detail::default_allocate(device, size, stream);
   } catch (...) {
     record_failure("cachalot_torch_malloc");
     return nullptr;
@@ -59,9 +58,8 @@ void* cachalot_torch_malloc(size_t size, int device, void* stream) {
 }
 
 void cachalot_torch_free(void* ptr, size_t size, int device, void* stream) {
-  if (ptr == nullptr) return;
   try {
-    free_on(ptr, size, device, stream);
+    cachalot::detail::default_free(device, ptr, size, stream);
   } catch (...) {
     record_failure("cachalot_torch_free");
   }
@@ -69,12 +67,7 @@ void cachalot_torch_free(void* ptr, size_t size, int device, void* stream) {
 
 void cachalot_torch_record_stream(void* ptr, void* stream) {
   try {
-    allocator* owner = cachalot::default_allocator_owning(ptr);
-    if (owner == nullptr) {
-      throw cachalot::invalid_pointer("pointer is not a live allocation of any default allocator",
-                                      __FILE__, __LINE__);
-    }
-    owner->record_stream(ptr, stream);
+    cachalot::detail::default_record_stream(ptr, stream);
   } catch (...) {
     record_failure("cachalot_torch_record_stream");
   }
@@ -88,10 +81,37 @@ void cachalot_torch_empty_cache(void) {
   }
 }
 
+void cachalot_torch_set_memory_fraction(double fraction, int device) {
+  try {
+    cachalot::set_default_memory_fraction(device, fraction);
+  } catch (...) {
+    record_failure("cachalot_torch_set_memory_fraction");
+  }
+}
+
+cachalot_status cachalot_torch_begin_allocate_to_pool(int device, uint64_t pool_id0,
+                                                      uint64_t pool_id1,
+                                                      cachalot_stream_filter filter,
+                                                      void* context) {
+  (void)device, (void)pool_id0, (void)pool_id1, (void)filter, (void)context;
+  return graph_pools_not_implemented("cachalot_torch_begin_allocate_to_pool");
+}
+
+cachalot_status cachalot_torch_end_allocate_to_pool(int device, uint64_t pool_id0,
+                                                    uint64_t pool_id1) {
+  (void)device, (void)pool_id0, (void)pool_id1;
+  return graph_pools_not_implemented("cachalot_torch_end_allocate_to_pool");
+}
+
+cachalot_status cachalot_torch_release_pool(int device, uint64_t pool_id0, uint64_t pool_id1) {
+  (void)device, (void)pool_id0, (void)pool_id1;
+  return graph_pools_not_implemented("cachalot_torch_release_pool");
+}
+
 void* cachalot_cupy_malloc(void* param, size_t size, int device) {
   (void)param;
   try {
-    return cachalot::default_allocator(device).allocate(size, nullptr);
+    return cachalot::detail::default_allocate(device, size, nullptr);
   } catch (...) {
     record_failure("cachalot_cupy_malloc");
     return nullptr;
@@ -100,35 +120,10 @@ void* cachalot_cupy_malloc(void* param, size_t size, int device) {
 
 void cachalot_cupy_free(void* param, void* ptr, int device) {
   (void)param;
-  if (ptr == nullptr) return;
   try {
-    free_on(ptr, 0, device, nullptr);
+    cachalot::detail::default_free(device, ptr, 0, nullptr);
   } catch (...) {
     record_failure("cachalot_cupy_free");
-  }
-}
-
-cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out) {
-  try {
-    if (out == nullptr) {
-      throw cachalot::invalid_argument("out is NULL", __FILE__, __LINE__);
-    }
-    return cachalot::detail::fill_stats(cachalot::default_allocator(device).stats(), out);
-  } catch (...) {
-    return record_failure("cachalot_default_get_stats");
-  }
-}
-
-cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t capacity,
-                                                size_t* needed) {
-  try {
-    if (buf == nullptr && capacity != 0) {
-      throw cachalot::invalid_argument("buf is NULL but capacity is not 0", __FILE__, __LINE__);
-    }
-    return cachalot::detail::copy_text(cachalot::default_allocator(device).memory_summary(), buf,
-                                       capacity, needed);
-  } catch (...) {
-    return record_failure("cachalot_default_memory_summary");
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(_WIN32)
 #define CACHALOT_API
@@ -37,32 +38,69 @@ typedef enum {
   CACHALOT_ERROR_NOT_SUPPORTED     /**< not available on this backend or build */
 } cachalot_status;
 
-/** Counters of an allocator (bytes unless named otherwise). */
+/** One quantity tracked over time (the four values of a torch.cuda.memory_stats() entry). */
+typedef struct cachalot_stat {
+  uint64_t current;   /**< value now */
+  uint64_t peak;      /**< highest value since creation or the last peak reset */
+  uint64_t allocated; /**< cumulative increases */
+  uint64_t freed;     /**< cumulative decreases */
+} cachalot_stat;
+
+/** A quantity for both pools together and for each pool. */
+typedef struct cachalot_pool_stats {
+  cachalot_stat all;        /**< both pools */
+  cachalot_stat small_pool; /**< the small pool (requests up to config key small_size) */
+  cachalot_stat large_pool; /**< the large pool */
+} cachalot_pool_stats;
+
+/** Counters of an allocator (bytes unless named otherwise), filled by cachalot_get_stats().
+ *
+ *  Extensible: the caller sets `size` to sizeof(cachalot_stats) of the header it was built
+ *  with (cachalot_stats_init() does it); the library writes only the fields that fit in `size`
+ *  bytes and that it knows, leaves every byte past them untouched, and sets `size` to the
+ *  number of bytes it wrote. A caller built with an older, shorter struct therefore keeps
+ *  working with a newer library, and a caller built with a newer, longer struct learns from
+ *  `size` which fields an older library filled. Fields are only ever appended at the end, never
+ *  reordered or removed; all are uint64_t (`size` must be a multiple of 8, at least 8). */
 typedef struct cachalot_stats {
-  uint64_t requested_bytes;           /**< bytes callers asked for, live */
-  uint64_t requested_bytes_peak;      /**< peak of requested_bytes */
-  uint64_t allocated_bytes;           /**< bytes handed out (rounded), live */
-  uint64_t allocated_bytes_peak;      /**< peak of allocated_bytes */
-  uint64_t reserved_bytes;            /**< bytes held in device segments */
-  uint64_t reserved_bytes_peak;       /**< peak of reserved_bytes */
-  uint64_t active_bytes;              /**< allocated plus blocks awaiting events */
-  uint64_t active_bytes_peak;         /**< peak of active_bytes */
-  uint64_t inactive_split_bytes;      /**< free bytes inside split segments */
-  uint64_t num_allocs;                /**< successful allocations */
-  uint64_t num_frees;                 /**< successful frees */
-  uint64_t num_segment_allocs;        /**< device segment allocations */
-  uint64_t num_segment_frees;         /**< device segment frees */
-  uint64_t num_ooms;                  /**< failed allocations for lack of memory */
-  uint64_t num_alloc_retries;         /**< allocations retried after releasing the cache */
-  uint64_t num_cache_flushes;         /**< releases of cached segments */
-  uint64_t largest_free_block;        /**< the largest cached free block */
-  uint64_t num_live_allocations;      /**< allocations not yet freed */
-  uint64_t num_segments;              /**< segments held now */
-  uint64_t num_use_after_free_writes; /**< checked mode: writes found in freed blocks */
+  uint64_t size; /**< in: the caller's sizeof(cachalot_stats); out: bytes the library wrote */
+  cachalot_pool_stats requested_bytes;      /**< bytes callers asked for, live allocations */
+  cachalot_pool_stats allocated_bytes;      /**< bytes handed out (rounded sizes) */
+  cachalot_pool_stats reserved_bytes;       /**< bytes held in device segments */
+  cachalot_pool_stats active_bytes;         /**< allocated plus freed blocks awaiting events */
+  cachalot_pool_stats inactive_split_bytes; /**< free bytes inside segments that are split */
+  cachalot_pool_stats allocations;          /**< live allocation count */
+  cachalot_pool_stats segments;             /**< segment count */
+  uint64_t num_allocs;                      /**< successful allocations */
+  uint64_t num_frees;                       /**< successful frees */
+  uint64_t num_segment_allocs;              /**< device segment allocations (cudaMalloc calls) */
+  uint64_t num_segment_frees;               /**< device segment frees (cudaFree calls) */
+  uint64_t num_ooms;                        /**< failed allocations for lack of memory */
+  uint64_t num_alloc_retries;               /**< allocations retried after releasing the cache */
+  uint64_t num_cache_flushes;               /**< releases of cached segments */
+  uint64_t num_device_syncs;                /**< events or device synchronized by the allocator */
+  uint64_t num_oversize_allocs;             /**< allocations of at least max_split_size */
+  uint64_t num_deferred_frees;              /**< frees that waited for events on other streams */
+  uint64_t num_pending_blocks;              /**< blocks awaiting events now */
+  uint64_t num_streams;                     /**< streams the allocator has seen */
+  uint64_t num_free_blocks;                 /**< cached free blocks now */
+  uint64_t largest_free_block;              /**< the largest cached free block */
+  uint64_t num_use_after_free_writes;       /**< checked mode: writes found in freed blocks */
+  uint64_t max_split_size;                  /**< config max_split_size; UINT64_MAX when none */
 } cachalot_stats;
 
+/** Zeroes `*s` and sets its `size` (a header-only helper, not a library symbol). */
+static inline void cachalot_stats_init(cachalot_stats* s) {
+  memset(s, 0, sizeof *s);
+  s->size = sizeof *s;
+}
+
+/** The device argument of cachalot_default_empty_cache() meaning every default allocator. */
+#define CACHALOT_ALL_DEVICES (-1)
+
 /** Creates an allocator from a config string ("key:value,key:value"; NULL or "" for the
- *  defaults: backend auto, i.e. CUDA where a device exists, else the simulated device). */
+ *  defaults: backend auto, i.e. CUDA where a device exists, else the simulated device; the
+ *  default allocators below never fall back that way). */
 CACHALOT_API cachalot_status cachalot_create(const char* config, cachalot_allocator** out);
 /** Destroys an allocator and returns all its memory to the device. NULL is a no-op. */
 CACHALOT_API void cachalot_destroy(cachalot_allocator* a);
@@ -82,7 +120,9 @@ CACHALOT_API cachalot_status cachalot_record_stream(cachalot_allocator* a, void*
 CACHALOT_API cachalot_status cachalot_empty_cache(cachalot_allocator* a);
 /** Returns unused cached segments until at most `target_bytes` stay reserved. */
 CACHALOT_API cachalot_status cachalot_trim(cachalot_allocator* a, size_t target_bytes);
-/** Copies the counters into `*out`. */
+/** Copies the counters into `*out`, whose `size` the caller has set (see cachalot_stats).
+ *  A `size` below 8 or not a multiple of 8 is CACHALOT_ERROR_INVALID_ARGUMENT and writes
+ *  nothing. */
 CACHALOT_API cachalot_status cachalot_get_stats(cachalot_allocator* a, cachalot_stats* out);
 /** Sets every peak to its current value. */
 CACHALOT_API cachalot_status cachalot_reset_peak_stats(cachalot_allocator* a);
@@ -90,6 +130,67 @@ CACHALOT_API cachalot_status cachalot_reset_peak_stats(cachalot_allocator* a);
  *  `buf`; `*needed` (if not NULL) receives the full length plus one. */
 CACHALOT_API cachalot_status cachalot_memory_summary(cachalot_allocator* a, char* buf,
                                                      size_t capacity, size_t* needed);
+/** Writes a snapshot of every segment and block as JSON text, with the buffer semantics of
+ *  cachalot_memory_summary (retry with a larger buffer when `*needed` exceeds `capacity`):
+ *  {"device": 0, "backend": "cuda", "segments": [{"address": 139..., "size": 2097152,
+ *   "stream": 0, "pool": "small", "blocks": [{"address": 139..., "size": 512,
+ *   "requested": 500, "state": "allocated"}, ...]}, ...]}
+ *  Addresses and streams are unsigned integers; segments are sorted by address and their
+ *  blocks cover them in address order; a block's state is "allocated", "pending" (freed,
+ *  awaiting events on other streams) or "free" (cached); "requested" is 0 for free blocks. */
+CACHALOT_API cachalot_status cachalot_memory_snapshot(cachalot_allocator* a, char* buf,
+                                                      size_t capacity, size_t* needed);
+
+/* --- Default allocators -----------------------------------------------------------------
+ * One process-wide allocator per device (also behind the framework hooks of hooks.h), created
+ * on first use and never destroyed. Its config is the one given to cachalot_default_configure
+ * or else the CACHALOT_CONF environment variable, with `device` set to the device. With
+ * backend auto (the default), a default allocator uses CUDA and never the simulated device:
+ * where CUDA cannot serve (no driver, no device, a build without CUDA), creating it fails with
+ * a message naming the cause, also printed once on stderr. `backend:simulated` must be asked
+ * for explicitly (it is logged). A bad config fails every call, naming the key, and is
+ * printed once on stderr. Calls on a device outside [0, 64) give CACHALOT_ERROR_INVALID_ARGUMENT.
+ */
+
+/** Sets the config of the default allocators created from now on ("key:value,..."; NULL: go
+ *  back to CACHALOT_CONF, which is checked now). Validated at once: a bad config is
+ *  CACHALOT_ERROR_INVALID_ARGUMENT naming the key and changes nothing. If a default allocator
+ *  exists already with another config, the call fails (CACHALOT_ERROR_INVALID_ARGUMENT) and
+ *  changes nothing: configure before the first allocation. The same config again succeeds. */
+CACHALOT_API cachalot_status cachalot_default_configure(const char* config);
+/** Limits the default allocator of `device` to `fraction` (in [0, 1]; 0: no limit) of the
+ *  device's memory, as config key memory_fraction. Only before that allocator exists (or with
+ *  the fraction it has): else CACHALOT_ERROR_NOT_SUPPORTED, nothing changed. */
+CACHALOT_API cachalot_status cachalot_default_set_memory_fraction(int device, double fraction);
+/** 1 if the default allocator of `device` exists, else 0 (never creates one). */
+CACHALOT_API int cachalot_default_exists(int device);
+/** Allocates `size` bytes on `device` for work on `stream` (the default allocator of `device`,
+ *  created if needed). Size 0 succeeds with *out = NULL. */
+CACHALOT_API cachalot_status cachalot_default_malloc(int device, void** out, size_t size,
+                                                     void* stream);
+/** Frees `ptr`, last used on `stream`, as cachalot_free_sized does (`size` 0: unknown, not
+ *  checked). If the allocator of `device` does not own `ptr`, the default allocator that owns
+ *  it frees it; none: CACHALOT_ERROR_INVALID_POINTER. NULL succeeds. */
+CACHALOT_API cachalot_status cachalot_default_free(int device, void* ptr, size_t size,
+                                                   void* stream);
+/** Marks the live allocation `ptr` of any default allocator as used by work on `stream`. */
+CACHALOT_API cachalot_status cachalot_default_record_stream(void* ptr, void* stream);
+/** Returns the cached segments of the default allocator of `device` to the device (only if it
+ *  exists; CACHALOT_ALL_DEVICES: of every existing one). */
+CACHALOT_API cachalot_status cachalot_default_empty_cache(int device);
+/** Sets every peak of the default allocator of `device` to its current value. */
+CACHALOT_API cachalot_status cachalot_default_reset_peak_stats(int device);
+/** Copies the counters of the default allocator of `device` (creating it if needed), with the
+ *  semantics of cachalot_get_stats. */
+CACHALOT_API cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out);
+/** Writes the memory summary of the default allocator of `device`, with the semantics of
+ *  cachalot_memory_summary. `buf` may be NULL when `capacity` is 0. */
+CACHALOT_API cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t capacity,
+                                                             size_t* needed);
+/** Writes the snapshot of the default allocator of `device` as cachalot_memory_snapshot does. */
+CACHALOT_API cachalot_status cachalot_default_memory_snapshot(int device, char* buf,
+                                                              size_t capacity, size_t* needed);
+
 /** Static name of a status. */
 CACHALOT_API const char* cachalot_status_string(cachalot_status s);
 /** This thread's message for its last failed call ("" if none). */

@@ -1,27 +1,34 @@
 /* Allocator hooks for deep-learning frameworks (C99; needs no CUDA header). Every hook works
- * on the process-wide default allocator of a device (cachalot/default.hpp): created on first
- * use from the CACHALOT_CONF environment variable, never destroyed. A `void* stream` is a
+ * on the process-wide default allocator of a device (see "Default allocators" in cachalot.h):
+ * created on first use from cachalot_default_configure() or CACHALOT_CONF, CUDA unless the
+ * config asks for the simulated device explicitly, never destroyed. A `void* stream` is a
  * cudaStream_t (a pointer, so the ABI is identical); NULL is the legacy default stream.
  *
  * No C++ exception crosses these functions. A failing hook stores a message that
- * cachalot_last_error() returns on the same thread; the malloc hooks then return NULL, which
- * PyTorch and CuPy turn into their own out-of-memory errors.
+ * cachalot_last_error() returns on the same thread and prints it on stderr (an out-of-memory
+ * error with the memory summary; a config or driver error once). The malloc hooks then return
+ * NULL. Neither PyTorch's CUDAPluggableAllocator nor CuPy's CFunctionAllocator checks the
+ * pointer (torch/csrc/cuda/CUDAPluggableAllocator.cpp wraps it in a DataPtr as it is;
+ * cupy/cuda/memory.pyx, CFunctionAllocatorMemory, stores it as the array's pointer): a NULL
+ * becomes a tensor or array at address 0 and the next kernel faults. From Python use the
+ * package instead (python/cachalot: cachalot.torch.enable(), cachalot.cupy.enable()), which
+ * raises torch.OutOfMemoryError / cupy.cuda.memory.OutOfMemoryError. From C++ wrap the malloc
+ * hook so that a NULL for a nonzero size raises your framework's error.
  *
- * PyTorch (torch.cuda.memory.CUDAPluggableAllocator):
- *   alloc = CUDAPluggableAllocator("libcachalot.so", "cachalot_torch_malloc",
- *                                  "cachalot_torch_free")
- *   torch.cuda.memory.change_current_allocator(alloc)   # before any CUDA allocation
- * cachalot_torch_record_stream and cachalot_torch_empty_cache fit the optional record-stream
- * and reset hooks.
+ * PyTorch (C++ torch::cuda::CUDAPluggableAllocator): alloc cachalot_torch_malloc, free
+ * cachalot_torch_free, set_record_stream_fn cachalot_torch_record_stream, set_reset_fn
+ * cachalot_torch_empty_cache, set_memory_fraction_fn cachalot_torch_set_memory_fraction, and
+ * the graph-pool setters through the cachalot_torch_*_pool functions (not implemented yet).
  *
  * CuPy (cupy.cuda.memory.CFunctionAllocator): CuPy passes no stream, so the CuPy hooks
  * allocate and free on the legacy default (NULL) stream. That is safe for work on the default
  * stream and on blocking streams (which synchronize with it); with non-blocking streams, free
- * memory only after that work completed, or use the PyTorch-style hooks with a stream. */
+ * memory only after that work completed. cachalot.cupy.enable() uses CuPy's current stream. */
 #ifndef CACHALOT_HOOKS_H
 #define CACHALOT_HOOKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cachalot/cachalot.h"
 
@@ -30,14 +37,16 @@ extern "C" {
 #endif
 
 /** PyTorch alloc hook: `size` bytes on `device` for work on `stream`; NULL on failure (out of
- *  memory included) or for size 0. */
+ *  memory included, logged on stderr) or for size 0. See the file comment: PyTorch does not
+ *  check for NULL. */
 CACHALOT_API void* cachalot_torch_malloc(size_t size, int device, void* stream);
 /** PyTorch free hook: frees `ptr` last used on `stream`. The pointer identifies the block;
  *  `size` (the size PyTorch allocated; 0 if unknown) is checked only in checked mode
  *  (`debug:1`). `device` selects the allocator, and if it does not own `ptr` every other
  *  default allocator is tried. NULL is a no-op. */
 CACHALOT_API void cachalot_torch_free(void* ptr, size_t size, int device, void* stream);
-/** PyTorch record-stream hook: marks the live allocation `ptr` as used by work on `stream`. */
+/** PyTorch record-stream hook: marks the live allocation `ptr` as used by work on `stream`
+ *  (a pointer no default allocator owns is logged on stderr). */
 CACHALOT_API void cachalot_torch_record_stream(void* ptr, void* stream);
 /** PyTorch reset hook (torch.cuda.empty_cache): returns the cached memory of every default
  *  allocator to the device. */
@@ -49,13 +58,30 @@ CACHALOT_API void* cachalot_cupy_malloc(void* param, size_t size, int device);
 /** CuPy free hook: frees `ptr` on the default stream. `param` is unused; NULL is a no-op. */
 CACHALOT_API void cachalot_cupy_free(void* param, void* ptr, int device);
 
-/** Copies the counters of the default allocator of `device` (creating it if needed). */
-CACHALOT_API cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out);
-/** Writes the memory summary of the default allocator of `device`, with the semantics of
- *  cachalot_memory_summary: NUL-terminated, truncated to `capacity` bytes; `*needed` (if not
- *  NULL) receives the full length plus one. `buf` may be NULL when `capacity` is 0. */
-CACHALOT_API cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t capacity,
-                                                             size_t* needed);
+/** PyTorch memory-fraction hook (torch.cuda.set_per_process_memory_fraction): as
+ *  cachalot_default_set_memory_fraction(device, fraction); a failure is logged on stderr. */
+CACHALOT_API void cachalot_torch_set_memory_fraction(double fraction, int device);
+
+/** Stream filter of a graph pool: nonzero if an allocation on `stream` goes to the pool. */
+typedef int (*cachalot_stream_filter)(void* context, void* stream);
+
+/** PyTorch graph-pool hook (beginAllocateToPool: torch.cuda.graph capture, torch.cuda.MemPool):
+ *  from now on, allocations on `device` from streams that `filter` (NULL: every stream)
+ *  accepts go to the private pool (`pool_id0`, `pool_id1`), PyTorch's MempoolId_t.
+ *  Not implemented yet: always CACHALOT_ERROR_NOT_SUPPORTED with a message saying so, so that
+ *  the capture or pool fails before it starts instead of sharing the default cache. */
+CACHALOT_API cachalot_status cachalot_torch_begin_allocate_to_pool(int device, uint64_t pool_id0,
+                                                                   uint64_t pool_id1,
+                                                                   cachalot_stream_filter filter,
+                                                                   void* context);
+/** PyTorch graph-pool hook (endAllocateToPool): allocations stop going to the pool. Not
+ *  implemented yet: CACHALOT_ERROR_NOT_SUPPORTED (no pool can have begun). */
+CACHALOT_API cachalot_status cachalot_torch_end_allocate_to_pool(int device, uint64_t pool_id0,
+                                                                 uint64_t pool_id1);
+/** PyTorch graph-pool hook (releasePool): the pool's memory may be returned once its blocks are
+ *  freed. Not implemented yet: CACHALOT_ERROR_NOT_SUPPORTED (no pool can have begun). */
+CACHALOT_API cachalot_status cachalot_torch_release_pool(int device, uint64_t pool_id0,
+                                                         uint64_t pool_id1);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,15 @@
 // What every file implementing C entry points shares (defined in c_api.cpp and last_error.cpp,
-// used by hooks.cpp): the per-thread last-error message read by cachalot_last_error(), the
-// translation of a caught exception into a status, and the copies of stats and text into
-// callers' buffers.
+// used by default_c_api.cpp and hooks.cpp): the per-thread last-error message read by
+// cachalot_last_error(), the translation of a caught exception into a status, and the copies
+// of stats and text into callers' buffers.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
+#include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
-#include "cachalot/stats.hpp"
 
 namespace cachalot::detail {
 
@@ -28,7 +28,11 @@ cachalot_status status_of_current_exception(const char* context) noexcept;
 cachalot_status copy_text(const std::string& text, char* buf, std::size_t capacity,
                           std::size_t* needed);
 
-/// Fills a C stats struct from the C++ stats; INVALID_ARGUMENT for a NULL `out`.
-cachalot_status fill_stats(const memory_stats& s, cachalot_stats* out);
+/// Fills the caller's C stats struct from the stats of `a`, as cachalot_get_stats documents.
+/// @throws invalid_argument for a NULL `out` or a bad `out->size`
+void fill_stats(const allocator& a, cachalot_stats* out);
+
+/// The snapshot of `a` as JSON text (cachalot_memory_snapshot).
+std::string snapshot_json(const allocator& a);
 
 }  // namespace cachalot::detail

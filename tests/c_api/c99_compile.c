@@ -7,12 +7,15 @@ int main(void) {
   cachalot_allocator* a = NULL;
   void* p = NULL;
   cachalot_stats s;
+  cachalot_stats_init(&s);
   if (cachalot_create("backend:simulated,capacity:1GiB", &a) != CACHALOT_SUCCESS) {
     fprintf(stderr, "create failed: %s\n", cachalot_last_error());
     return 1;
   }
   if (cachalot_malloc(a, &p, 1000, NULL) != CACHALOT_SUCCESS || p == NULL) return 2;
-  if (cachalot_get_stats(a, &s) != CACHALOT_SUCCESS || s.allocated_bytes != 1024) return 3;
+  if (cachalot_get_stats(a, &s) != CACHALOT_SUCCESS || s.allocated_bytes.all.current != 1024) {
+    return 3;
+  }
   if (cachalot_free(a, p, NULL) != CACHALOT_SUCCESS) return 4;
   if (cachalot_free(a, p, NULL) != CACHALOT_ERROR_INVALID_POINTER) return 5;
   cachalot_destroy(a);

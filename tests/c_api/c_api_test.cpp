@@ -20,6 +20,7 @@ class c_api : public ::testing::Test {
   void TearDown() override { cachalot_destroy(a_); }
   cachalot_stats stats() {
     cachalot_stats s{};
+    s.size = sizeof s;
     EXPECT_EQ(cachalot_get_stats(a_, &s), CACHALOT_SUCCESS);
     return s;
   }
@@ -31,25 +32,25 @@ TEST_F(c_api, MallocFreeAndStats) {
   ASSERT_EQ(cachalot_malloc(a_, &p, 1000, nullptr), CACHALOT_SUCCESS);
   ASSERT_NE(p, nullptr);
   cachalot_stats s = stats();
-  EXPECT_EQ(s.requested_bytes, 1000u);
-  EXPECT_EQ(s.allocated_bytes, 1024u);
-  EXPECT_EQ(s.reserved_bytes, 2u << 20);
+  EXPECT_EQ(s.requested_bytes.all.current, 1000u);
+  EXPECT_EQ(s.allocated_bytes.all.current, 1024u);
+  EXPECT_EQ(s.reserved_bytes.all.current, 2u << 20);
   EXPECT_EQ(s.num_allocs, 1u);
   EXPECT_EQ(s.num_segment_allocs, 1u);
-  EXPECT_EQ(s.num_live_allocations, 1u);
+  EXPECT_EQ(s.allocations.all.current, 1u);
   EXPECT_EQ(s.largest_free_block, (2u << 20) - 1024);
   EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
   s = stats();
-  EXPECT_EQ(s.allocated_bytes, 0u);
-  EXPECT_EQ(s.allocated_bytes_peak, 1024u);
-  EXPECT_EQ(s.requested_bytes_peak, 1000u);
-  EXPECT_EQ(s.reserved_bytes_peak, 2u << 20);
+  EXPECT_EQ(s.allocated_bytes.all.current, 0u);
+  EXPECT_EQ(s.allocated_bytes.all.peak, 1024u);
+  EXPECT_EQ(s.requested_bytes.all.peak, 1000u);
+  EXPECT_EQ(s.reserved_bytes.all.peak, 2u << 20);
   EXPECT_EQ(s.num_frees, 1u);
   EXPECT_EQ(cachalot_reset_peak_stats(a_), CACHALOT_SUCCESS);
-  EXPECT_EQ(stats().allocated_bytes_peak, 0u);
+  EXPECT_EQ(stats().allocated_bytes.all.peak, 0u);
   EXPECT_EQ(cachalot_empty_cache(a_), CACHALOT_SUCCESS);
   s = stats();
-  EXPECT_EQ(s.reserved_bytes, 0u);
+  EXPECT_EQ(s.reserved_bytes.all.current, 0u);
   EXPECT_EQ(s.num_segment_frees, 1u);
   EXPECT_EQ(s.num_cache_flushes, 1u);
 }
@@ -76,7 +77,7 @@ TEST_F(c_api, InvalidPointersChangeNothing) {
   EXPECT_NE(std::string(cachalot_last_error()).find("interior"), std::string::npos);
   EXPECT_EQ(cachalot_record_stream(a_, &local, nullptr), CACHALOT_ERROR_INVALID_POINTER);
   const cachalot_stats after = stats();
-  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.allocated_bytes.all.current, before.allocated_bytes.all.current);
   EXPECT_EQ(after.num_frees, before.num_frees);
   EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
   EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_ERROR_INVALID_POINTER);  // double free
@@ -95,9 +96,9 @@ TEST_F(c_api, ImpossibleSizeIsOutOfMemoryAndKeepsWorking) {
   EXPECT_NE(std::string(cachalot_last_error()).find("out of memory"), std::string::npos);
   EXPECT_EQ(cachalot_malloc(a_, &p, std::size_t{2} << 30, nullptr), CACHALOT_ERROR_OUT_OF_MEMORY);
   const cachalot_stats after = stats();
-  EXPECT_EQ(after.requested_bytes, before.requested_bytes);
-  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
-  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  EXPECT_EQ(after.requested_bytes.all.current, before.requested_bytes.all.current);
+  EXPECT_EQ(after.allocated_bytes.all.current, before.allocated_bytes.all.current);
+  EXPECT_EQ(after.reserved_bytes.all.current, before.reserved_bytes.all.current);
   EXPECT_EQ(after.num_ooms, 2u);
   EXPECT_EQ(cachalot_malloc(a_, &p, 100, nullptr), CACHALOT_SUCCESS);
   EXPECT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
@@ -112,8 +113,8 @@ TEST_F(c_api, RecordStreamAndFreeOnAnotherStream) {
   EXPECT_EQ(cachalot_record_stream(a_, p, s2), CACHALOT_SUCCESS);
   EXPECT_EQ(cachalot_free(a_, p, s1), CACHALOT_SUCCESS);
   const cachalot_stats s = stats();
-  EXPECT_EQ(s.allocated_bytes, 0u);
-  EXPECT_EQ(s.active_bytes, 4096u) << "awaiting stream 2's event";
+  EXPECT_EQ(s.allocated_bytes.all.current, 0u);
+  EXPECT_EQ(s.active_bytes.all.current, 4096u) << "awaiting stream 2's event";
 }
 
 TEST_F(c_api, TrimAndSummary) {
@@ -121,7 +122,7 @@ TEST_F(c_api, TrimAndSummary) {
   ASSERT_EQ(cachalot_malloc(a_, &p, 12u << 20, nullptr), CACHALOT_SUCCESS);
   ASSERT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
   EXPECT_EQ(cachalot_trim(a_, 0), CACHALOT_SUCCESS);
-  EXPECT_EQ(stats().reserved_bytes, 0u);
+  EXPECT_EQ(stats().reserved_bytes.all.current, 0u);
   std::size_t needed = 0;
   EXPECT_EQ(cachalot_memory_summary(a_, nullptr, 0, &needed), CACHALOT_SUCCESS);
   EXPECT_GT(needed, 100u);
@@ -143,8 +144,9 @@ TEST(c_api_contract, SizedFreeIsCheckedInCheckedMode) {
   EXPECT_NE(std::string(cachalot_last_error()).find("1000"), std::string::npos)
       << cachalot_last_error();
   cachalot_stats s{};
+  s.size = sizeof s;
   ASSERT_EQ(cachalot_get_stats(a, &s), CACHALOT_SUCCESS);
-  EXPECT_EQ(s.num_live_allocations, 1u);
+  EXPECT_EQ(s.allocations.all.current, 1u);
   EXPECT_EQ(s.num_use_after_free_writes, 0u);
   EXPECT_EQ(cachalot_free_sized(a, p, 1000, nullptr), CACHALOT_SUCCESS);
   cachalot_destroy(a);
@@ -171,7 +173,8 @@ TEST(c_api_contract, NullAndDefaultConfigs) {
 
 TEST(c_api_contract, NullAllocatorIsAnInvalidArgument) {
   void* p = nullptr;
-  cachalot_stats s;
+  cachalot_stats s{};
+  s.size = sizeof s;
   EXPECT_EQ(cachalot_malloc(nullptr, &p, 10, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cachalot_last_error()).find("NULL"), std::string::npos);
   EXPECT_EQ(cachalot_free(nullptr, p, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);

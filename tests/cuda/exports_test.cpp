@@ -55,8 +55,22 @@ const char* const kEntryPoints[] = {
     "cachalot_torch_empty_cache",
     "cachalot_cupy_malloc",
     "cachalot_cupy_free",
+    "cachalot_torch_set_memory_fraction",
+    "cachalot_torch_begin_allocate_to_pool",
+    "cachalot_torch_end_allocate_to_pool",
+    "cachalot_torch_release_pool",
+    "cachalot_memory_snapshot",
+    "cachalot_default_configure",
+    "cachalot_default_set_memory_fraction",
+    "cachalot_default_exists",
+    "cachalot_default_malloc",
+    "cachalot_default_free",
+    "cachalot_default_record_stream",
+    "cachalot_default_empty_cache",
+    "cachalot_default_reset_peak_stats",
     "cachalot_default_get_stats",
     "cachalot_default_memory_summary",
+    "cachalot_default_memory_snapshot",
 };
 
 // The dynamic symbols and DT_NEEDED entries of an ELF64 shared object.
@@ -145,8 +159,9 @@ TEST_F(SharedLibrary, CApiWorksThroughDlsym) {
   ASSERT_EQ(cmalloc(a, &p, 4096, nullptr), CACHALOT_SUCCESS);
   EXPECT_NE(p, nullptr);
   cachalot_stats s{};
+  s.size = sizeof s;
   ASSERT_EQ(stats(a, &s), CACHALOT_SUCCESS);
-  EXPECT_EQ(s.num_live_allocations, 1u);
+  EXPECT_EQ(s.allocations.all.current, 1u);
   EXPECT_EQ(cfree(a, p, nullptr), CACHALOT_SUCCESS);
   destroy(a);
 }

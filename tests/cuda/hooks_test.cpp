@@ -77,6 +77,7 @@ class Hooks : public ::testing::Test {
   }
   static cachalot_stats stats(int device = 0) {
     cachalot_stats s{};
+    s.size = sizeof s;
     EXPECT_EQ(cachalot_default_get_stats(device, &s), CACHALOT_SUCCESS) << cachalot_last_error();
     return s;
   }
@@ -88,9 +89,9 @@ TEST_F(Hooks, TorchMallocFreeRoundTrip) {
   void* p = cachalot_torch_malloc(1000, 0, nullptr);
   ASSERT_NE(p, nullptr) << cachalot_last_error();
   const cachalot_stats during = stats();
-  EXPECT_EQ(during.num_live_allocations, before.num_live_allocations + 1);
-  EXPECT_GE(during.allocated_bytes, before.allocated_bytes + 1000);
-  EXPECT_GE(during.requested_bytes, before.requested_bytes + 1000);
+  EXPECT_EQ(during.allocations.all.current, before.allocations.all.current + 1);
+  EXPECT_GE(during.allocated_bytes.all.current, before.allocated_bytes.all.current + 1000);
+  EXPECT_GE(during.requested_bytes.all.current, before.requested_bytes.all.current + 1000);
 #ifdef CACHALOT_WITH_CUDA
   if (gpu_mode()) {  // the memory is real device memory
     ASSERT_EQ(cudaMemset(p, 0x5a, 1000), cudaSuccess);
@@ -101,7 +102,7 @@ TEST_F(Hooks, TorchMallocFreeRoundTrip) {
   }
 #endif
   cachalot_torch_free(p, 1000, 0, nullptr);
-  EXPECT_EQ(stats().num_live_allocations, before.num_live_allocations);
+  EXPECT_EQ(stats().allocations.all.current, before.allocations.all.current);
 }
 
 TEST_F(Hooks, SizeZeroAndNullAreHarmless) {
@@ -119,7 +120,7 @@ TEST_F(Hooks, ForeignPointerSetsLastErrorAndChangesNothing) {
   cachalot_torch_record_stream(&local, nullptr);
   EXPECT_NE(std::strstr(cachalot_last_error(), "cachalot_torch_record_stream"), nullptr);
   const cachalot_stats after = stats();
-  EXPECT_EQ(after.num_live_allocations, before.num_live_allocations);
+  EXPECT_EQ(after.allocations.all.current, before.allocations.all.current);
   EXPECT_EQ(after.num_frees, before.num_frees);
 }
 
@@ -127,9 +128,9 @@ TEST_F(Hooks, FreeWithTheWrongDeviceFindsTheOwner) {
   if (gpu_mode()) GTEST_SKIP() << "needs a second device; covered on the simulated device";
   void* p = cachalot_torch_malloc(4096, 1, nullptr);
   ASSERT_NE(p, nullptr) << cachalot_last_error();
-  EXPECT_EQ(stats(1).num_live_allocations, 1u);
+  EXPECT_EQ(stats(1).allocations.all.current, 1u);
   cachalot_torch_free(p, 4096, 0, nullptr);
-  EXPECT_EQ(stats(1).num_live_allocations, 0u);
+  EXPECT_EQ(stats(1).allocations.all.current, 0u);
 }
 
 TEST_F(Hooks, RecordStreamAndFreeOnAnotherStream) {
@@ -143,7 +144,7 @@ TEST_F(Hooks, RecordStreamAndFreeOnAnotherStream) {
   void* q = cachalot_torch_malloc(1 << 20, 0, s2);
   ASSERT_NE(q, nullptr);
   cachalot_torch_free(q, 1 << 20, 0, s1);  // freed on a stream other than its own: deferred
-  EXPECT_EQ(stats().num_live_allocations, before.num_live_allocations);
+  EXPECT_EQ(stats().allocations.all.current, before.allocations.all.current);
 }
 
 TEST_F(Hooks, OutOfMemoryReturnsNullWithTheNumbers) {
@@ -153,7 +154,7 @@ TEST_F(Hooks, OutOfMemoryReturnsNullWithTheNumbers) {
   EXPECT_NE(std::strlen(cachalot_last_error()), 0u);
   const cachalot_stats after = stats();
   EXPECT_EQ(after.num_ooms, before.num_ooms + 1);
-  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.allocated_bytes.all.current, before.allocated_bytes.all.current);
   void* ok = cachalot_torch_malloc(512, 0, nullptr);  // still usable
   EXPECT_NE(ok, nullptr);
   cachalot_torch_free(ok, 512, 0, nullptr);
@@ -163,18 +164,18 @@ TEST_F(Hooks, EmptyCacheReturnsCachedSegments) {
   void* p = cachalot_torch_malloc(3 << 20, 0, nullptr);
   ASSERT_NE(p, nullptr);
   cachalot_torch_free(p, 3 << 20, 0, nullptr);
-  EXPECT_GT(stats().reserved_bytes, 0u);
+  EXPECT_GT(stats().reserved_bytes.all.current, 0u);
   cachalot_torch_empty_cache();
-  EXPECT_EQ(stats().reserved_bytes, 0u);
+  EXPECT_EQ(stats().reserved_bytes.all.current, 0u);
 }
 
 TEST_F(Hooks, CupyMallocFree) {
   const cachalot_stats before = stats();
   void* p = cachalot_cupy_malloc(nullptr, 12345, 0);
   ASSERT_NE(p, nullptr) << cachalot_last_error();
-  EXPECT_EQ(stats().num_live_allocations, before.num_live_allocations + 1);
+  EXPECT_EQ(stats().allocations.all.current, before.allocations.all.current + 1);
   cachalot_cupy_free(nullptr, p, 0);
-  EXPECT_EQ(stats().num_live_allocations, before.num_live_allocations);
+  EXPECT_EQ(stats().allocations.all.current, before.allocations.all.current);
 }
 
 TEST_F(Hooks, InvalidDeviceFailsCleanly) {
@@ -182,6 +183,7 @@ TEST_F(Hooks, InvalidDeviceFailsCleanly) {
   EXPECT_NE(std::strlen(cachalot_last_error()), 0u);
   EXPECT_EQ(cachalot_cupy_malloc(nullptr, 16, 1 << 20), nullptr);
   cachalot_stats s{};
+  s.size = sizeof s;
   EXPECT_EQ(cachalot_default_get_stats(-1, &s), CACHALOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cachalot_default_get_stats(0, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
 }
@@ -232,7 +234,7 @@ TEST_F(Hooks, ManyThreadsOnTheirOwnStreams) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(stats().num_live_allocations, before.num_live_allocations);
+  EXPECT_EQ(stats().allocations.all.current, before.allocations.all.current);
 }
 
 }  // namespace

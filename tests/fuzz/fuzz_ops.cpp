@@ -93,15 +93,17 @@ class c_side {
   }
 
   void check() const {
-    cachalot_stats s;
+    cachalot_stats s{};
+    s.size = sizeof s;
     expect(cachalot_get_stats(a_, &s), CACHALOT_SUCCESS, "get_stats");
     std::uint64_t requested = 0;
     for (const auto& [p, b] : live_) requested += b.size;
-    FUZZ_CHECK(s.allocated_bytes <= s.reserved_bytes, "allocated %llu > reserved %llu",
-               static_cast<unsigned long long>(s.allocated_bytes),
-               static_cast<unsigned long long>(s.reserved_bytes));
-    FUZZ_CHECK(s.num_live_allocations == live_.size(), "live count");
-    FUZZ_CHECK(s.requested_bytes == requested, "requested bytes");
+    FUZZ_CHECK(s.allocated_bytes.all.current <= s.reserved_bytes.all.current,
+               "allocated %llu > reserved %llu",
+               static_cast<unsigned long long>(s.allocated_bytes.all.current),
+               static_cast<unsigned long long>(s.reserved_bytes.all.current));
+    FUZZ_CHECK(s.allocations.all.current == live_.size(), "live count");
+    FUZZ_CHECK(s.requested_bytes.all.current == requested, "requested bytes");
   }
 
  private:
@@ -179,12 +181,14 @@ class c_side {
     create();
   }
   void huge_op() {
-    cachalot_stats before, after;
+    cachalot_stats before{}, after{};
+    before.size = after.size = sizeof before;
     expect(cachalot_get_stats(a_, &before), CACHALOT_SUCCESS, "stats");
     void* p = nullptr;
     expect(cachalot_malloc(a_, &p, SIZE_MAX / 2, nullptr), CACHALOT_ERROR_OUT_OF_MEMORY, "huge");
     expect(cachalot_get_stats(a_, &after), CACHALOT_SUCCESS, "stats");
-    FUZZ_CHECK(after.allocated_bytes == before.allocated_bytes, "OOM changed allocated bytes");
+    FUZZ_CHECK(after.allocated_bytes.all.current == before.allocated_bytes.all.current,
+               "OOM changed allocated bytes");
     FUZZ_CHECK(after.num_ooms == before.num_ooms + 1, "OOM not counted");
   }
 

@@ -33,7 +33,8 @@ TEST(c_api_misuse, EveryCallOnADestroyedHandleIsAnError) {
   EXPECT_EQ(cachalot_record_stream(a, p, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cachalot_empty_cache(a), CACHALOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cachalot_trim(a, 0), CACHALOT_ERROR_INVALID_ARGUMENT);
-  cachalot_stats s;
+  cachalot_stats s{};
+  s.size = sizeof s;
   EXPECT_EQ(cachalot_get_stats(a, &s), CACHALOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cachalot_reset_peak_stats(a), CACHALOT_ERROR_INVALID_ARGUMENT);
   char buf[8];
@@ -63,10 +64,11 @@ TEST(c_api_misuse, InvalidFreesAreReportedAndTheAllocatorKeepsWorking) {
     EXPECT_EQ(cachalot_free(a, p, nullptr), CACHALOT_ERROR_INVALID_POINTER);
     EXPECT_NE(last().find("is not a live allocation"), std::string::npos) << last();
     EXPECT_EQ(cachalot_record_stream(a, p, nullptr), CACHALOT_ERROR_INVALID_POINTER);
-    cachalot_stats s;
+    cachalot_stats s{};
+    s.size = sizeof s;
     ASSERT_EQ(cachalot_get_stats(a, &s), CACHALOT_SUCCESS);
     EXPECT_EQ(s.num_frees, 1u);
-    EXPECT_EQ(s.allocated_bytes, 0u);
+    EXPECT_EQ(s.allocated_bytes.all.current, 0u);
     void* q = nullptr;
     EXPECT_EQ(cachalot_malloc(a, &q, 4096, nullptr), CACHALOT_SUCCESS);
     EXPECT_EQ(q, p);

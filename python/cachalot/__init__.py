@@ -1,0 +1,218 @@
+"""cachalot: a caching GPU memory allocator, from Python.
+
+Drop it into a framework before the framework allocates on the GPU::
+
+    import cachalot.torch
+    cachalot.torch.enable()            # PyTorch: before the first CUDA tensor
+    import cachalot.cupy
+    cachalot.cupy.enable()             # CuPy
+
+and read its numbers the way PyTorch presents its own: memory_stats() (the keys of
+torch.cuda.memory_stats() where the meaning is the same, plus "cachalot.*"),
+memory_summary(), memory_snapshot(), dump_snapshot(path) (a pickle for
+pytorch.org/memory_viz), empty_cache(), reset_peak_memory_stats().
+
+The functions of this module work on the process-wide default allocators, one per device,
+which the framework hooks use; Allocator is an allocator of your own (cachalot_create).
+Default allocators run on CUDA: without a usable driver they fail with an error naming the
+cause, never silently on a simulated device (CACHALOT_CONF=backend:simulated asks for it).
+"""
+from . import _lib, _snapshot, _stats
+from ._lib import (BackendError, CachalotError, InvalidArgumentError, InvalidPointerError,
+                   NotSupportedError, OutOfMemoryError)
+
+__all__ = [
+    "Allocator", "BackendError", "CachalotError", "InvalidArgumentError", "InvalidPointerError",
+    "NotSupportedError", "OutOfMemoryError", "configure", "dump_snapshot", "empty_cache",
+    "library_path", "memory_snapshot", "memory_stats", "memory_summary", "raw_stats",
+    "reset_peak_memory_stats", "set_memory_fraction", "snapshot",
+]
+
+__version__ = "0.1.0"
+
+
+def library_path():
+    """The path of the libcachalot.so in use."""
+    _lib.load()
+    return _lib.library_path()
+
+
+def _device(device):
+    if device is None:
+        return 0
+    index = getattr(device, "index", device)  # torch.device, cupy.cuda.Device (id) or int
+    index = getattr(index, "id", index)
+    if index is None:
+        return 0
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise TypeError(f"device must be an int or a device object, not {device!r}")
+    return index
+
+
+def configure(conf=None):
+    """Sets the config of the default allocators before their first use ("key:value,...", the
+    CACHALOT_CONF syntax; None: CACHALOT_CONF, checked now). A bad config raises
+    InvalidArgumentError naming the key; so does another config once a default allocator
+    exists (the same one again is accepted)."""
+    lib = _lib.load()
+    _lib.check(lib.cachalot_default_configure(None if conf is None else conf.encode()),
+               "cachalot.configure")
+
+
+def set_memory_fraction(fraction, device=None):
+    """Limits the default allocator of `device` to `fraction` of the device memory; only
+    before its first allocation (NotSupportedError after)."""
+    lib = _lib.load()
+    _lib.check(lib.cachalot_default_set_memory_fraction(_device(device), float(fraction)))
+
+
+def raw_stats(device=None):
+    """The cachalot_stats of the default allocator of `device` (created if needed)."""
+    s = _stats.new_stats()
+    _lib.check(_lib.load().cachalot_default_get_stats(_device(device), _lib.ctypes.byref(s)))
+    return s
+
+
+def memory_stats(device=None):
+    """The counters of the default allocator of `device` as a dict in the layout of
+    torch.cuda.memory_stats() (see cachalot._stats for the keys)."""
+    return _stats.to_dict(raw_stats(device))
+
+
+def memory_summary(device=None):
+    """The memory summary table of the default allocator of `device`."""
+    lib = _lib.load()
+    return _lib.read_text(lib.cachalot_default_memory_summary, _device(device))
+
+
+def empty_cache(device=None):
+    """Returns the cached memory of the default allocators (all, or `device`'s) to the
+    device."""
+    lib = _lib.load()
+    _lib.check(lib.cachalot_default_empty_cache(
+        _lib.ALL_DEVICES if device is None else _device(device)))
+
+
+def reset_peak_memory_stats(device=None):
+    """Sets every peak of the default allocator of `device` to its current value."""
+    _lib.check(_lib.load().cachalot_default_reset_peak_stats(_device(device)))
+
+
+def _devices(device):
+    if device is not None:
+        return [_device(device)]
+    lib = _lib.load()
+    return [d for d in range(_lib.MAX_DEVICES) if lib.cachalot_default_exists(d)]
+
+
+def memory_snapshot(device=None):
+    """The segments of the default allocators (all existing ones, or `device`'s) in the layout
+    of torch.cuda.memory_snapshot()."""
+    lib = _lib.load()
+    segments = []
+    for d in _devices(device):
+        segments += _snapshot.segments_from_json(
+            _lib.read_text(lib.cachalot_default_memory_snapshot, d))
+    return segments
+
+
+def snapshot(device=None):
+    """The dict of torch.cuda.memory._snapshot() for the default allocators."""
+    return _snapshot.snapshot_dict(memory_snapshot(device))
+
+
+def dump_snapshot(path="cachalot_snapshot.pickle", device=None):
+    """Writes snapshot(device) as the pickle that pytorch.org/memory_viz opens."""
+    _snapshot.dump(snapshot(device), path)
+
+
+class Allocator:
+    """An allocator of your own (cachalot_create), e.g. ``Allocator("memory_limit:8GiB")``.
+    Pointers and streams are ints (a stream is a cudaStream_t; 0 is the default stream).
+    close() (or the end of a ``with`` block) returns all of its memory."""
+
+    def __init__(self, config=""):
+        self._lib = _lib.load()
+        handle = _lib.ctypes.c_void_p()
+        _lib.check(self._lib.cachalot_create(config.encode(), _lib.ctypes.byref(handle)),
+                   "cachalot.Allocator")
+        self._handle = handle
+
+    def _h(self):
+        if self._handle is None:
+            raise InvalidArgumentError(_lib.INVALID_ARGUMENT, "cachalot.Allocator is closed")
+        return self._handle
+
+    def malloc(self, size, stream=0):
+        """Allocates `size` bytes for work on `stream`; returns the address (0 for size 0)."""
+        out = _lib.ctypes.c_void_p()
+        _lib.check(self._lib.cachalot_malloc(self._h(), _lib.ctypes.byref(out), size, stream))
+        return out.value or 0
+
+    def free(self, ptr, stream=0, size=None):
+        """Frees `ptr`, last used on `stream` (`size`: checked in checked mode)."""
+        if size is None:
+            _lib.check(self._lib.cachalot_free(self._h(), ptr, stream))
+        else:
+            _lib.check(self._lib.cachalot_free_sized(self._h(), ptr, size, stream))
+
+    def record_stream(self, ptr, stream):
+        """Marks the live allocation `ptr` as used by work on `stream`."""
+        _lib.check(self._lib.cachalot_record_stream(self._h(), ptr, stream))
+
+    def empty_cache(self):
+        """Returns every unused cached segment to the device."""
+        _lib.check(self._lib.cachalot_empty_cache(self._h()))
+
+    def trim(self, target_bytes):
+        """Returns cached segments until at most `target_bytes` stay reserved."""
+        _lib.check(self._lib.cachalot_trim(self._h(), target_bytes))
+
+    def reset_peak_memory_stats(self):
+        """Sets every peak to its current value."""
+        _lib.check(self._lib.cachalot_reset_peak_stats(self._h()))
+
+    def raw_stats(self):
+        """The filled cachalot_stats."""
+        s = _stats.new_stats()
+        _lib.check(self._lib.cachalot_get_stats(self._h(), _lib.ctypes.byref(s)))
+        return s
+
+    def memory_stats(self):
+        """The counters in the layout of torch.cuda.memory_stats()."""
+        return _stats.to_dict(self.raw_stats())
+
+    def memory_summary(self):
+        """The memory summary table."""
+        return _lib.read_text(self._lib.cachalot_memory_summary, self._h())
+
+    def memory_snapshot(self):
+        """The segments in the layout of torch.cuda.memory_snapshot()."""
+        return _snapshot.segments_from_json(
+            _lib.read_text(self._lib.cachalot_memory_snapshot, self._h()))
+
+    def snapshot(self):
+        """The dict of torch.cuda.memory._snapshot()."""
+        return _snapshot.snapshot_dict(self.memory_snapshot())
+
+    def dump_snapshot(self, path="cachalot_snapshot.pickle"):
+        """Writes snapshot() as the pickle that pytorch.org/memory_viz opens."""
+        _snapshot.dump(self.snapshot(), path)
+
+    def close(self):
+        """Destroys the allocator (its memory goes back to the device). Idempotent."""
+        if self._handle is not None:
+            self._lib.cachalot_destroy(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass

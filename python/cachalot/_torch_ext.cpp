@@ -1,0 +1,244 @@
+// cachalot's PyTorch extension, compiled against the installed torch by cachalot.torch.enable()
+// (torch.utils.cpp_extension.load). It builds PyTorch's C++ CUDAPluggableAllocator with
+// createCustomAllocator, sets every hook the installed version has (read from
+// torch/csrc/cuda/CUDAPluggableAllocator.h of PyTorch 2.x; each setter is detected at compile
+// time, so that one source builds against every generation of the graph-pool setters), and
+// makes it the current allocator. The hooks call libcachalot through addresses handed over by
+// the Python package (the library it loaded), never by linking it.
+//
+// Invariants: an allocation cachalot cannot satisfy throws c10::OutOfMemoryError (Python:
+// torch.OutOfMemoryError, torch.cuda.OutOfMemoryError) or c10::Error with cachalot's message,
+// so no tensor at address 0 exists; hooks PyTorch calls from destructors (free, end/release of
+// graph pools) never throw; graph pools refuse before a capture begins.
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace {
+
+constexpr int kSuccess = 0;
+constexpr int kOutOfMemory = 1;
+constexpr int kAllDevices = -1;
+
+// The libcachalot entry points the hooks call (cachalot/cachalot.h, cachalot/hooks.h).
+struct cachalot_api {
+  int (*malloc)(int, void**, size_t, void*) = nullptr;
+  void (*free)(void*, size_t, int, void*) = nullptr;
+  int (*record_stream)(void*, void*) = nullptr;
+  int (*empty_cache)(int) = nullptr;
+  int (*set_memory_fraction)(int, double) = nullptr;
+  int (*begin_pool)(int, uint64_t, uint64_t, int (*)(void*, void*), void*) = nullptr;
+  int (*end_pool)(int, uint64_t, uint64_t) = nullptr;
+  int (*release_pool)(int, uint64_t, uint64_t) = nullptr;
+  const char* (*last_error)() = nullptr;
+};
+cachalot_api g_api;
+bool g_installed = false;
+
+std::string last_error(const char* what) {
+  const char* e = g_api.last_error();
+  return std::string("cachalot: ") + what + ": " + (e != nullptr ? e : "");
+}
+
+// A stream filter handed to cachalot (C) for the life of a pool.
+struct pool_filter {
+  std::function<bool(cudaStream_t)> accepts;
+  static int call(void* self, void* stream) {
+    try {
+      return static_cast<pool_filter*>(self)->accepts(static_cast<cudaStream_t>(stream)) ? 1 : 0;
+    } catch (...) {
+      return 0;
+    }
+  }
+};
+std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<pool_filter>> g_filters;
+std::mutex g_filters_mutex;
+
+template <class Pool>
+std::pair<uint64_t, uint64_t> key_of(const Pool& pool) {
+  return {static_cast<uint64_t>(pool.first), static_cast<uint64_t>(pool.second)};
+}
+
+// beginAllocateToPool: throws (before PyTorch begins the capture) when cachalot refuses.
+void begin_pool(int device, std::pair<uint64_t, uint64_t> pool,
+                std::function<bool(cudaStream_t)> accepts) {
+  auto filter = std::make_unique<pool_filter>();
+  filter->accepts = std::move(accepts);
+  pool_filter* raw = filter->accepts ? filter.get() : nullptr;
+  const int st = g_api.begin_pool(device, pool.first, pool.second,
+                                  raw != nullptr ? &pool_filter::call : nullptr, raw);
+  TORCH_CHECK(st == kSuccess, last_error("graph pool"));
+  std::lock_guard<std::mutex> lock(g_filters_mutex);
+  g_filters[pool] = std::move(filter);
+}
+
+// endAllocateToPool and releasePool: may run in destructors, so they warn instead of throwing.
+void end_pool(int device, std::pair<uint64_t, uint64_t> pool) {
+  if (g_api.end_pool(device, pool.first, pool.second) != kSuccess) {
+    TORCH_WARN(last_error("end of graph pool"));
+  }
+}
+
+void release_pool(int device, std::pair<uint64_t, uint64_t> pool) {
+  if (g_api.release_pool(device, pool.first, pool.second) != kSuccess) {
+    TORCH_WARN(last_error("release of graph pool"));
+  }
+  std::lock_guard<std::mutex> lock(g_filters_mutex);
+  g_filters.erase(pool);
+}
+
+// --- detection of the setters of the installed PyTorch --------------------------------------
+#define CACHALOT_HAS_SETTER(setter)         \
+  template <class A, class = void>          \
+  struct has_##setter : std::false_type {}; \
+  template <class A>                        \
+  struct has_##setter<A, std::void_t<decltype(&A::setter)>> : std::true_type {};
+
+CACHALOT_HAS_SETTER(set_init_fn)
+CACHALOT_HAS_SETTER(set_reset_fn)
+CACHALOT_HAS_SETTER(set_memory_fraction_fn)
+CACHALOT_HAS_SETTER(set_record_stream_fn)
+CACHALOT_HAS_SETTER(set_begin_allocate_to_pool)          // 2.4 on: (device, pool, filter)
+CACHALOT_HAS_SETTER(set_end_allocate_to_pool_fn)         // 2.4 on: (device, pool)
+CACHALOT_HAS_SETTER(set_begin_allocate_stream_to_pool)   // before: (device, stream, pool)
+CACHALOT_HAS_SETTER(set_end_allocate_stream_to_pool_fn)  // before: (device, stream)
+CACHALOT_HAS_SETTER(set_release_pool)
+CACHALOT_HAS_SETTER(set_capture_begin_fn)         // oldest: (device, capture id, pool)
+CACHALOT_HAS_SETTER(set_capture_about_to_end_fn)  // oldest: (device, capture id)
+CACHALOT_HAS_SETTER(set_capture_destroy_fn)       // oldest: (device, pool)
+#undef CACHALOT_HAS_SETTER
+
+// The graph-pool hooks, whichever generation of setters `A` has. Their lambdas name their
+// return type, so that a generic parameter is deduced without instantiating the body.
+template <class A>
+std::string wire_pools(A& a) {
+  std::string wired;
+  if constexpr (has_set_begin_allocate_to_pool<A>::value) {
+    a.set_begin_allocate_to_pool([](int device, auto pool, auto filter) -> void {
+      begin_pool(device, key_of(pool), std::function<bool(cudaStream_t)>(std::move(filter)));
+    });
+    wired += " begin_allocate_to_pool";
+  } else if constexpr (has_set_begin_allocate_stream_to_pool<A>::value) {
+    a.set_begin_allocate_stream_to_pool([](int device, cudaStream_t stream, auto pool) -> void {
+      begin_pool(device, key_of(pool), [stream](cudaStream_t s) { return s == stream; });
+    });
+    wired += " begin_allocate_stream_to_pool";
+  } else if constexpr (has_set_capture_begin_fn<A>::value) {
+    a.set_capture_begin_fn([](int device, auto capture_id, auto pool) -> void {
+      (void)capture_id;
+      begin_pool(device, key_of(pool), {});
+    });
+    wired += " capture_begin";
+  }
+  if constexpr (has_set_end_allocate_to_pool_fn<A>::value) {
+    a.set_end_allocate_to_pool_fn(
+        [](int device, auto pool) -> void { end_pool(device, key_of(pool)); });
+    wired += " end_allocate_to_pool";
+  } else if constexpr (has_set_end_allocate_stream_to_pool_fn<A>::value) {
+    a.set_end_allocate_stream_to_pool_fn([](int device, cudaStream_t) -> void {
+      end_pool(device, {0, 0});
+    });
+    wired += " end_allocate_stream_to_pool";
+  } else if constexpr (has_set_capture_about_to_end_fn<A>::value) {
+    a.set_capture_about_to_end_fn([](int device, auto) -> void { end_pool(device, {0, 0}); });
+    wired += " capture_about_to_end";
+  }
+  if constexpr (has_set_release_pool<A>::value) {
+    a.set_release_pool([](int device, auto pool) -> void { release_pool(device, key_of(pool)); });
+    wired += " release_pool";
+  } else if constexpr (has_set_capture_destroy_fn<A>::value) {
+    a.set_capture_destroy_fn(
+        [](int device, auto pool) -> void { release_pool(device, key_of(pool)); });
+    wired += " capture_destroy";
+  }
+  return wired;
+}
+
+template <class A>
+std::string wire(A& a) {
+  std::string wired = "malloc free";
+  if constexpr (has_set_init_fn<A>::value) {
+    // Nothing to do: each default allocator is created at the first allocation on its device,
+    // so that no CUDA context is made on a device PyTorch does not use.
+    a.set_init_fn([](int) {});
+    wired += " init";
+  }
+  if constexpr (has_set_reset_fn<A>::value) {
+    a.set_reset_fn(
+        [] { TORCH_CHECK(g_api.empty_cache(kAllDevices) == kSuccess, last_error("empty_cache")); });
+    wired += " reset(empty_cache)";
+  }
+  if constexpr (has_set_memory_fraction_fn<A>::value) {
+    a.set_memory_fraction_fn([](double fraction, int device) {
+      TORCH_CHECK(g_api.set_memory_fraction(device, fraction) == kSuccess,
+                  last_error("set_per_process_memory_fraction"));
+    });
+    wired += " memory_fraction";
+  }
+  if constexpr (has_set_record_stream_fn<A>::value) {
+    a.set_record_stream_fn([](void* ptr, cudaStream_t stream) {
+      TORCH_CHECK(g_api.record_stream(ptr, stream) == kSuccess, last_error("record_stream"));
+    });
+    wired += " record_stream";
+  }
+  return wired + wire_pools(a);
+}
+
+template <class T>
+void take(const std::map<std::string, uint64_t>& fns, const char* name, T& out) {
+  const auto it = fns.find(name);
+  TORCH_CHECK(it != fns.end() && it->second != 0, "cachalot: missing entry point ", name);
+  out = reinterpret_cast<T>(static_cast<uintptr_t>(it->second));
+}
+
+// Installs cachalot as PyTorch's CUDA allocator; returns the hooks it wired.
+std::string install(const std::map<std::string, uint64_t>& fns) {
+  TORCH_CHECK(!g_installed, "cachalot: the allocator is installed already");
+  take(fns, "cachalot_default_malloc", g_api.malloc);
+  take(fns, "cachalot_torch_free", g_api.free);
+  take(fns, "cachalot_default_record_stream", g_api.record_stream);
+  take(fns, "cachalot_default_empty_cache", g_api.empty_cache);
+  take(fns, "cachalot_default_set_memory_fraction", g_api.set_memory_fraction);
+  take(fns, "cachalot_torch_begin_allocate_to_pool", g_api.begin_pool);
+  take(fns, "cachalot_torch_end_allocate_to_pool", g_api.end_pool);
+  take(fns, "cachalot_torch_release_pool", g_api.release_pool);
+  take(fns, "cachalot_last_error", g_api.last_error);
+
+  auto alloc = [](size_t size, int device, cudaStream_t stream) -> void* {
+    void* p = nullptr;
+    const int st = g_api.malloc(device, &p, size, stream);
+    if (st == kSuccess) return p;
+    const std::string message = last_error("allocation failed");
+    TORCH_CHECK_WITH(OutOfMemoryError, st != kOutOfMemory, message);
+    TORCH_CHECK(false, message);
+    return nullptr;  // not reached
+  };
+  // PyTorch's deleter: never throws (cachalot logs a failed free on stderr).
+  auto release = [](void* ptr, size_t size, int device, cudaStream_t stream) {
+    g_api.free(ptr, size, device, stream);
+  };
+  namespace plug = torch::cuda::CUDAPluggableAllocator;
+  auto base = plug::createCustomAllocator(alloc, release);
+  auto pluggable = std::static_pointer_cast<plug::CUDAPluggableAllocator>(base);
+  const std::string wired = wire(*pluggable);
+  plug::changeCurrentAllocator(base);
+  g_installed = true;
+  return wired;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "cachalot as PyTorch's CUDA allocator (built by cachalot.torch.enable())";
+  m.def("install", &install, "Makes cachalot PyTorch's CUDA allocator; returns the hooks wired");
+}

@@ -1,0 +1,301 @@
+// The default allocators through the C API, each scenario in a fresh child process (fork), since
+// default allocators live as long as their process: never the simulated device unless asked
+// for, a clear error naming the cause otherwise (printed once on stderr); a bad CACHALOT_CONF
+// named and printed once; configure-before-use rules; memory fractions; malloc/free/record/
+// empty/reset/snapshot; out-of-memory errors logged with the summary; the graph-pool hooks
+// refusing loudly; CACHALOT_LOG levels.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/cachalot.h"
+#include "cachalot/hooks.h"
+#include "detail/log.hpp"
+
+namespace {
+
+// What a scenario sees: it reads what the library printed on stderr so far.
+struct child {
+  FILE* err = nullptr;
+  std::string stderr_text() const {
+    std::fflush(stderr);
+    std::string text;
+    std::rewind(err);
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, err)) > 0) text.append(buf, n);
+    return text;
+  }
+};
+
+// A failed expectation inside the child: its message is the child's stdout.
+#define CHILD_EXPECT(cond, msg)                                                            \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #cond, std::string(msg).c_str()); \
+      std::fflush(stdout);                                                                 \
+      _exit(1);                                                                            \
+    }                                                                                      \
+  } while (0)
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Runs `scenario` in a child process with CACHALOT_CONF = `conf` (nullptr: unset), the log
+// threshold `level` and stderr captured; fails the test with the child's message if it fails.
+void isolated(const char* conf, cachalot::detail::log_level level,
+              const std::function<void(child&)>& scenario) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(out[0]);
+    dup2(out[1], STDOUT_FILENO);
+    child c;
+    c.err = std::tmpfile();
+    dup2(fileno(c.err), STDERR_FILENO);
+    if (conf == nullptr) {
+      unsetenv("CACHALOT_CONF");
+    } else {
+      setenv("CACHALOT_CONF", conf, 1);
+    }
+    cachalot::detail::set_log_threshold(level);
+    scenario(c);
+    std::fflush(stdout);
+    _exit(0);
+  }
+  close(out[1]);
+  std::string message;
+  char buf[1024];
+  ssize_t n = 0;
+  while ((n = read(out[0], buf, sizeof buf)) > 0) message.append(buf, static_cast<std::size_t>(n));
+  close(out[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << message;
+}
+
+using cachalot::detail::log_level;
+
+cachalot_stats stats(int device) {
+  cachalot_stats s;
+  cachalot_stats_init(&s);
+  CHILD_EXPECT(cachalot_default_get_stats(device, &s) == CACHALOT_SUCCESS, cachalot_last_error());
+  return s;
+}
+
+TEST(default_c_api, BackendAutoIsCudaOrAClearErrorNeverTheSimulatedDevice) {
+  isolated(nullptr, log_level::warn, [](child& c) {
+    void* p = nullptr;
+    const cachalot_status st = cachalot_default_malloc(0, &p, 1024, nullptr);
+    if (cachalot::cuda_device_count() > 0) {  // a GPU machine: CUDA serves
+      CHILD_EXPECT(st == CACHALOT_SUCCESS, cachalot_last_error());
+      std::size_t needed = 0;
+      cachalot_default_memory_snapshot(0, nullptr, 0, &needed);
+      std::string text(needed, '\0');
+      cachalot_default_memory_snapshot(0, text.data(), needed, nullptr);
+      CHILD_EXPECT(text.find(R"("backend":"cuda")") != std::string::npos, text);
+      cachalot_default_free(0, p, 1024, nullptr);
+      return;
+    }
+    CHILD_EXPECT(st == CACHALOT_ERROR_BACKEND || st == CACHALOT_ERROR_NOT_SUPPORTED,
+                 cachalot_status_string(st));
+    CHILD_EXPECT(p == nullptr, "no pointer on failure");
+    const std::string why = cachalot_last_error();
+    CHILD_EXPECT(why.find("cannot start on CUDA") != std::string::npos, why);
+    CHILD_EXPECT(why.find("never fall back to the simulated device") != std::string::npos, why);
+    CHILD_EXPECT(cachalot_default_exists(0) == 0, "nothing was created");
+    // Every later call fails the same way (the hooks too), but stderr has it once.
+    CHILD_EXPECT(cachalot_torch_malloc(1024, 0, nullptr) == nullptr, "hook returns NULL");
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 1024, nullptr) == st, "same status again");
+    const std::string err = c.stderr_text();
+    CHILD_EXPECT(count(err, "cannot start on CUDA") == 1, err);
+    CHILD_EXPECT(err.rfind("cachalot [error] ", 0) == 0, err);
+  });
+}
+
+TEST(default_c_api, BadConfigIsNamedAndPrintedOnce) {
+  isolated("memory_limt:90%", log_level::warn, [](child& c) {
+    void* p = nullptr;
+    for (int i = 0; i < 3; ++i) {
+      CHILD_EXPECT(cachalot_default_malloc(0, &p, 64, nullptr) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                   cachalot_last_error());
+    }
+    CHILD_EXPECT(std::string(cachalot_last_error()).find("memory_limt") != std::string::npos,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_torch_malloc(64, 0, nullptr) == nullptr, "hook");
+    CHILD_EXPECT(cachalot_default_configure(nullptr) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "configure(NULL) checks CACHALOT_CONF now");
+    const std::string err = c.stderr_text();
+    CHILD_EXPECT(count(err, "memory_limt") == 1, err);
+    CHILD_EXPECT(count(err, "CACHALOT_CONF") == 1, err);
+  });
+}
+
+TEST(default_c_api, ConfigureBeforeFirstUse) {
+  isolated("backend:cuda", log_level::warn, [](child&) {
+    CHILD_EXPECT(cachalot_default_configure("bogus_key:1") == CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "bad config rejected");
+    CHILD_EXPECT(std::string(cachalot_last_error()).find("bogus_key") != std::string::npos,
+                 cachalot_last_error());
+    const char* conf = "backend:simulated,capacity:1GiB";
+    CHILD_EXPECT(cachalot_default_configure(conf) == CACHALOT_SUCCESS, cachalot_last_error());
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 4096, nullptr) == CACHALOT_SUCCESS,
+                 cachalot_last_error());  // simulated, not the environment's backend:cuda
+    CHILD_EXPECT(cachalot_default_exists(0) == 1 && cachalot_default_exists(1) == 0, "exists");
+    CHILD_EXPECT(cachalot_default_configure(conf) == CACHALOT_SUCCESS, "same config again");
+    CHILD_EXPECT(
+        cachalot_default_configure("backend:simulated,capacity:1GiB,device:5") == CACHALOT_SUCCESS,
+        "the device key does not make a config different");
+    CHILD_EXPECT(cachalot_default_configure("backend:simulated,capacity:2GiB") ==
+                     CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "another config after first use");
+    const std::string why = cachalot_last_error();
+    CHILD_EXPECT(why.find("device 0 exists already") != std::string::npos, why);
+    CHILD_EXPECT(cachalot_default_configure(nullptr) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "CACHALOT_CONF differs from the config in use");
+    // Nothing changed: device 1 is created with the configured config too.
+    CHILD_EXPECT(cachalot_default_malloc(1, &p, 4096, nullptr) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(stats(1).reserved_bytes.all.current == 2u << 20, "device 1 works");
+  });
+}
+
+TEST(default_c_api, MemoryFractionOnlyBeforeCreation) {
+  isolated("backend:simulated,capacity:1GiB", log_level::off, [](child&) {
+    CHILD_EXPECT(cachalot_default_set_memory_fraction(1, 0.25) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_set_memory_fraction(1, 1.5) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "fraction out of range");
+    CHILD_EXPECT(cachalot_default_set_memory_fraction(64, 0.5) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "device out of range");
+    void* p = nullptr;
+    CHILD_EXPECT(
+        cachalot_default_malloc(1, &p, 300u << 20, nullptr) == CACHALOT_ERROR_OUT_OF_MEMORY,
+        "256 MiB limit on device 1");
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 300u << 20, nullptr) == CACHALOT_SUCCESS,
+                 "no limit on device 0");
+    CHILD_EXPECT(cachalot_default_set_memory_fraction(0, 0.5) == CACHALOT_ERROR_NOT_SUPPORTED,
+                 "device 0 exists already");
+    CHILD_EXPECT(
+        std::string(cachalot_last_error()).find("before its first allocation") != std::string::npos,
+        cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_set_memory_fraction(1, 0.25) == CACHALOT_SUCCESS,
+                 "the fraction it has");
+    cachalot_torch_set_memory_fraction(0.5, 0);  // the hook logs the failure, never throws
+    CHILD_EXPECT(std::string(cachalot_last_error()).find("cachalot_torch_set_memory_fraction") !=
+                     std::string::npos,
+                 cachalot_last_error());
+  });
+}
+
+TEST(default_c_api, AllocateFreeRecordEmptyReset) {
+  isolated("backend:simulated,capacity:1GiB", log_level::off, [](child&) {
+    void* p = nullptr;
+    void* s1 = reinterpret_cast<void*>(0x100);
+    void* s2 = reinterpret_cast<void*>(0x200);
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 0, nullptr) == CACHALOT_SUCCESS && p == nullptr,
+                 "size 0");
+    CHILD_EXPECT(
+        cachalot_default_malloc(0, nullptr, 16, nullptr) == CACHALOT_ERROR_INVALID_ARGUMENT,
+        "NULL out");
+    CHILD_EXPECT(cachalot_default_malloc(2, &p, 3u << 20, s1) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_record_stream(p, s2) == CACHALOT_SUCCESS, cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_free(0, p, 3u << 20, s1) == CACHALOT_SUCCESS,
+                 "device 0 has no allocator: the owner frees it");
+    CHILD_EXPECT(stats(2).active_bytes.all.current == 3u << 20, "awaits stream 2");
+    CHILD_EXPECT(cachalot_default_free(2, p, 0, s1) == CACHALOT_ERROR_INVALID_POINTER,
+                 "double free");
+    CHILD_EXPECT(
+        std::string(cachalot_last_error()).find("not a live allocation") != std::string::npos,
+        cachalot_last_error());
+    int local = 0;
+    CHILD_EXPECT(cachalot_default_record_stream(&local, s2) == CACHALOT_ERROR_INVALID_POINTER,
+                 "foreign pointer");
+    CHILD_EXPECT(cachalot_default_free(2, nullptr, 0, nullptr) == CACHALOT_SUCCESS, "NULL");
+    CHILD_EXPECT(stats(2).reserved_bytes.all.peak == 20u << 20, "peak");
+    CHILD_EXPECT(cachalot_default_empty_cache(2) == CACHALOT_SUCCESS, cachalot_last_error());
+    CHILD_EXPECT(stats(2).reserved_bytes.all.current == 0, "empty_cache completes the event");
+    CHILD_EXPECT(cachalot_default_reset_peak_stats(2) == CACHALOT_SUCCESS, "reset");
+    CHILD_EXPECT(stats(2).reserved_bytes.all.peak == 0, "peak reset");
+    CHILD_EXPECT(cachalot_default_empty_cache(5) == CACHALOT_SUCCESS && !cachalot_default_exists(5),
+                 "empty_cache creates nothing");
+    CHILD_EXPECT(cachalot_default_empty_cache(CACHALOT_ALL_DEVICES) == CACHALOT_SUCCESS, "all");
+    CHILD_EXPECT(cachalot_default_empty_cache(-7) == CACHALOT_ERROR_INVALID_ARGUMENT, "bad");
+    CHILD_EXPECT(cachalot_default_reset_peak_stats(64) == CACHALOT_ERROR_INVALID_ARGUMENT, "bad");
+    char small[4];
+    CHILD_EXPECT(
+        cachalot_default_memory_snapshot(2, nullptr, 4, nullptr) == CACHALOT_ERROR_INVALID_ARGUMENT,
+        "NULL buffer with a capacity");
+    CHILD_EXPECT(
+        cachalot_default_memory_snapshot(2, small, sizeof small, nullptr) == CACHALOT_SUCCESS &&
+            std::string(small) == "{\"d",
+        small);
+  });
+}
+
+TEST(default_c_api, OutOfMemoryIsLoggedWithTheSummary) {
+  isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child& c) {
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 2u << 30, nullptr) == CACHALOT_ERROR_OUT_OF_MEMORY,
+                 "2 GiB on 1 GiB");
+    CHILD_EXPECT(cachalot_torch_malloc(2u << 30, 0, nullptr) == nullptr, "hook: NULL");
+    const std::string err = c.stderr_text();
+    CHILD_EXPECT(
+        count(err, "cachalot [warn] cachalot: out of memory: tried to allocate 2.00 GiB") == 2,
+        err);
+    CHILD_EXPECT(count(err, "cachalot [warn] | Reserved memory") == 2, err);
+    CHILD_EXPECT(count(err, "SIMULATED") == 1, err);  // the explicit simulated device, once
+    CHILD_EXPECT(stats(0).num_ooms == 2, "counted");
+  });
+}
+
+TEST(default_c_api, LogLevels) {
+  isolated("backend:simulated,capacity:1GiB", log_level::info, [](child& c) {
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(3, &p, 64, nullptr) == CACHALOT_SUCCESS, "alloc");
+    const std::string err = c.stderr_text();
+    CHILD_EXPECT(count(err,
+                       "cachalot [info] default allocator of device 3: backend simulated, "
+                       "device memory 1.00 GiB") == 1,
+                 err);
+  });
+  isolated("backend:simulated,capacity:1GiB", log_level::off, [](child& c) {
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 2u << 30, nullptr) == CACHALOT_ERROR_OUT_OF_MEMORY,
+                 "oom");
+    CHILD_EXPECT(c.stderr_text().empty(), c.stderr_text());
+  });
+}
+
+TEST(default_c_api, GraphPoolHooksRefuseLoudly) {
+  isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child&) {
+    CHILD_EXPECT(cachalot_torch_begin_allocate_to_pool(0, 1, 0, nullptr, nullptr) ==
+                     CACHALOT_ERROR_NOT_SUPPORTED,
+                 "begin");
+    CHILD_EXPECT(std::string(cachalot_last_error()).find("not implemented") != std::string::npos,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_torch_end_allocate_to_pool(0, 1, 0) == CACHALOT_ERROR_NOT_SUPPORTED,
+                 "end");
+    CHILD_EXPECT(cachalot_torch_release_pool(0, 1, 0) == CACHALOT_ERROR_NOT_SUPPORTED, "release");
+  });
+}
+
+}  // namespace
