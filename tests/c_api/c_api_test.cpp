@@ -68,7 +68,7 @@ TEST_F(c_api, InvalidPointersChangeNothing) {
   const cachalot_stats before = stats();
   int local = 0;
   EXPECT_EQ(cachalot_free(a_, &local, nullptr), CACHALOT_ERROR_INVALID_POINTER);
-  EXPECT_NE(std::string(cachalot_last_error()).find("not allocated by this allocator"),
+  EXPECT_NE(std::string(cachalot_last_error()).find("not a live allocation of this allocator"),
             std::string::npos)
       << cachalot_last_error();
   EXPECT_EQ(cachalot_free(a_, static_cast<char*>(p) + 1024, nullptr),
