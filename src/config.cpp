@@ -21,14 +21,31 @@ using detail::trim;
 using detail::unit_rule;
 
 /// Every key, in to_string's order, then PyTorch's spellings.
-constexpr const char* known_keys[] = {
-    "backend",        "device",           "capacity",        "host_backing",
-    "granularity",    "small_size",       "small_segment",   "large_segment",
-    "mid_size",       "segment_rounding", "small_split_min", "large_split_min",
-    "max_split_size", "memory_limit",     "memory_fraction", "gc_threshold",
-    "roundup_power2_divisions",           "expandable_segments",
-    "reserve",        "max_cached",       "debug",           "caching",
-    "trace_file",     "max_split_size_mb", "garbage_collection_threshold"};
+constexpr const char* known_keys[] = {"backend",
+                                      "device",
+                                      "capacity",
+                                      "host_backing",
+                                      "granularity",
+                                      "small_size",
+                                      "small_segment",
+                                      "large_segment",
+                                      "mid_size",
+                                      "segment_rounding",
+                                      "small_split_min",
+                                      "large_split_min",
+                                      "max_split_size",
+                                      "memory_limit",
+                                      "memory_fraction",
+                                      "gc_threshold",
+                                      "roundup_power2_divisions",
+                                      "expandable_segments",
+                                      "reserve",
+                                      "max_cached",
+                                      "debug",
+                                      "caching",
+                                      "trace_file",
+                                      "max_split_size_mb",
+                                      "garbage_collection_threshold"};
 
 /// PyTorch keys that cachalot does not have, with the reason.
 struct foreign_key {
@@ -88,8 +105,7 @@ void set_backend(config& c, std::string_view v) {
                   "is auto, cuda or simulated",
                   v);
   } else {
-    CACHALOT_FAIL(invalid_argument, "config key 'backend': '{}' is not auto, cuda or simulated",
-                  v);
+    CACHALOT_FAIL(invalid_argument, "config key 'backend': '{}' is not auto, cuda or simulated", v);
   }
 }
 

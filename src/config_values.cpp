@@ -175,8 +175,9 @@ double parse_percent(std::string_view text, std::string_view key) {
   std::string_view number = trim(value.substr(0, value.size() - 1));
   std::string_view rest = number;
   const decimal d = read_decimal(rest, key, value);
-  const double pct = static_cast<double>(d.whole) + static_cast<double>(d.fraction) /
-                                                        static_cast<double>(pow10(d.fraction_digits));
+  const double pct =
+      static_cast<double>(d.whole) +
+      static_cast<double>(d.fraction) / static_cast<double>(pow10(d.fraction_digits));
   CACHALOT_EXPECTS(rest.empty() && pct > 0.0 && pct <= 100.0, invalid_argument,
                    "config key '{}': '{}' is not a percentage in (0, 100]", key, value);
   return pct / 100.0;
@@ -271,7 +272,8 @@ std::string format_divisions(const std::array<std::uint32_t, config::roundup_int
   std::size_t tail = d.size() - 1;
   while (tail > lead + 1 && d[tail - 1] == d.back()) --tail;
   std::string s = "[" + detail::format("{}:{}", std::uint64_t{1} << lead, d[0]);
-  for (std::size_t i = lead + 1; i < tail; ++i) s += detail::format(",{}:{}", std::uint64_t{1} << i, d[i]);
+  for (std::size_t i = lead + 1; i < tail; ++i)
+    s += detail::format(",{}:{}", std::uint64_t{1} << i, d[i]);
   if (tail > lead) s += detail::format(",>:{}", d.back());
   return s + "]";
 }

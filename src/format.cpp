@@ -21,7 +21,8 @@ struct spec {
 
 std::size_t number_at(std::string_view f, std::size_t& i) {
   std::size_t v = 0;
-  while (i < f.size() && f[i] >= '0' && f[i] <= '9') v = v * 10 + static_cast<std::size_t>(f[i++] - '0');
+  while (i < f.size() && f[i] >= '0' && f[i] <= '9')
+    v = v * 10 + static_cast<std::size_t>(f[i++] - '0');
   return v;
 }
 
@@ -144,7 +145,8 @@ std::string shortest(double v) {
   if (exponent < -4 || exponent >= 16) {
     std::string r = sign + mantissa.substr(0, 1);
     if (mantissa.size() > 1) r += "." + mantissa.substr(1);
-    std::snprintf(buf, sizeof buf, "e%c%02d", exponent < 0 ? '-' : '+', exponent < 0 ? -exponent : exponent);
+    std::snprintf(buf, sizeof buf, "e%c%02d", exponent < 0 ? '-' : '+',
+                  exponent < 0 ? -exponent : exponent);
     return r + buf;
   }
   if (exponent < 0) {
@@ -183,8 +185,8 @@ void render(std::string& out, const spec& s, const arg& a) {
   switch (a.k) {
     case kind::sint: {
       const bool negative = a.i < 0;
-      const unsigned long long magnitude =
-          negative ? 0ULL - static_cast<unsigned long long>(a.i) : static_cast<unsigned long long>(a.i);
+      const unsigned long long magnitude = negative ? 0ULL - static_cast<unsigned long long>(a.i)
+                                                    : static_cast<unsigned long long>(a.i);
       return integer(out, s, negative, magnitude);
     }
     case kind::uint:
@@ -230,7 +232,7 @@ std::string vformat(std::string_view f, const arg* args, std::size_t count) {
       out += c;
       continue;
     }
-    ++i;  // past '{'
+    ++i;                               // past '{'
     const std::size_t value = next++;  // the field's own argument comes before nested ones
     spec s;
     if (i < f.size() && f[i] == ':') {

@@ -45,7 +45,7 @@ std::string cell(std::uint64_t v, bool bytes) {
 void row(std::string& out, std::string_view name, const std::string& a, const std::string& b,
          const std::string& c, const std::string& d) {
   out += detail::format("| {:<{}}| {:>{}} | {:>{}} | {:>{}} | {:>{}} |\n", name, name_width, a,
-                cell_width, b, cell_width, c, cell_width, d, cell_width);
+                        cell_width, b, cell_width, c, cell_width, d, cell_width);
 }
 
 void row(std::string& out, const char* name, const stat& s, bool bytes) {
@@ -66,13 +66,15 @@ std::string engine::memory_summary() const {
   const memory_stats s = stats();
   std::string out;
   rule(out, '=');
-  line(out, detail::format("cachalot memory summary: device {}, served by the {} backend ({} device "
-                   "memory{})",
-                   backend_->device(), backend_->name(), format_bytes(device_total_),
-                   memory_limit_ != 0 ? ", memory limit " + format_bytes(memory_limit_) : ""));
+  line(out,
+       detail::format("cachalot memory summary: device {}, served by the {} backend ({} device "
+                      "memory{})",
+                      backend_->device(), backend_->name(), format_bytes(device_total_),
+                      memory_limit_ != 0 ? ", memory limit " + format_bytes(memory_limit_) : ""));
   rule(out, '-');
-  line(out, detail::format("OOMs: {:<8} alloc retries: {:<8} cache flushes: {:<8} syncs: {}",
-                   s.num_ooms, s.num_alloc_retries, s.num_cache_flushes, s.num_device_syncs));
+  line(out,
+       detail::format("OOMs: {:<8} alloc retries: {:<8} cache flushes: {:<8} syncs: {}", s.num_ooms,
+                      s.num_alloc_retries, s.num_cache_flushes, s.num_device_syncs));
   rule(out, '=');
   row(out, "Metric", "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed");
   rule(out, '-');
@@ -84,23 +86,23 @@ std::string engine::memory_summary() const {
   group(out, "Allocations", s.allocations, false);
   group(out, "Segments", s.segments, false);
   line(out, detail::format("Device segment allocs: {}, frees: {}", s.num_segment_allocs,
-                   s.num_segment_frees));
+                           s.num_segment_frees));
   line(out, detail::format("Oversize allocations: {}, deferred frees: {}, pending blocks: {}",
-                   s.num_oversize_allocs, s.num_deferred_frees, s.num_pending_blocks));
+                           s.num_oversize_allocs, s.num_deferred_frees, s.num_pending_blocks));
   line(out, detail::format("Free blocks cached: {}, largest free block: {}", s.num_free_blocks,
-                   format_bytes(s.largest_free_block)));
+                           format_bytes(s.largest_free_block)));
   if (cfg_.debug) {
     line(out, detail::format("Checked mode: on; use-after-free writes detected: {}",
-                     s.num_use_after_free_writes));
+                             s.num_use_after_free_writes));
   }
   const std::uint64_t reserved = s.reserved_bytes.all.current;
   const std::uint64_t allocated = s.allocated_bytes.all.current;
   line(out, detail::format("Reserved but unallocated: {} ({:.1f}% of reserved), streams: {}",
-                   format_bytes(reserved - allocated),
-                   reserved == 0 ? 0.0
-                                 : 100.0 * static_cast<double>(reserved - allocated) /
-                                       static_cast<double>(reserved),
-                   s.num_streams));
+                           format_bytes(reserved - allocated),
+                           reserved == 0 ? 0.0
+                                         : 100.0 * static_cast<double>(reserved - allocated) /
+                                               static_cast<double>(reserved),
+                           s.num_streams));
   rule(out, '=');
   return out;
 }

@@ -5,9 +5,9 @@
 //   140071234,12:03:04.123456,allocate,0x7f0000000000,1024,0x0
 // Thread is the OS thread id (gettid); Time is wall-clock HH:MM:SS.microseconds; Action is
 // allocate, free or "allocate failure"; Pointer is printf %p; Size in bytes; Stream in hex.
-// Each allocator writes its own file (config::trace_path: `%d` in trace_file is the device). Lines are written under a mutex, in the
-// order the operations took effect. When tracing is off the engine holds no writer and pays
-// one predictable branch.
+// Each allocator writes its own file (config::trace_path: `%d` in trace_file is the device). Lines
+// are written under a mutex, in the order the operations took effect. When tracing is off the
+// engine holds no writer and pays one predictable branch.
 #pragma once
 
 #include <cstddef>

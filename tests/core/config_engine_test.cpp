@@ -49,7 +49,8 @@ TEST(ConfigInUse, ExpandableSegmentsAreRefusedNotIgnored) {
   } catch (const not_supported& e) {
     EXPECT_NE(std::string(e.what()).find("expandable_segments"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(allocator(config::parse("backend:simulated,capacity:1GiB,expandable_segments:0")));
+  EXPECT_NO_THROW(
+      allocator(config::parse("backend:simulated,capacity:1GiB,expandable_segments:0")));
 }
 
 TEST(ConfigInUse, SmallSegmentAtMaxSplitSizeIsRefusedAtStart) {

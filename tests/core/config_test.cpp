@@ -91,10 +91,10 @@ TEST(config, DecimalUnitsAndFractions) {
   EXPECT_EQ(parse_size("1.3KiB"), 1331u) << "rounded down to a whole byte";
   EXPECT_EQ(parse_size("2.5MB"), 2500000u);
   EXPECT_EQ(config::parse("capacity:1.5GiB").capacity, 3 * GiB / 2);
-  EXPECT_THROW(parse_size("1.5"), invalid_argument);   // a byte count is whole
+  EXPECT_THROW(parse_size("1.5"), invalid_argument);  // a byte count is whole
   EXPECT_THROW(parse_size("1.5B"), invalid_argument);
   EXPECT_THROW(parse_size("1.MiB.5"), invalid_argument);
-  EXPECT_THROW(parse_size("1.0123456789GiB"), invalid_argument);  // more than 9 decimals
+  EXPECT_THROW(parse_size("1.0123456789GiB"), invalid_argument);   // more than 9 decimals
   EXPECT_THROW(parse_size("17179869184.5GiB"), invalid_argument);  // overflows
 }
 
@@ -196,11 +196,12 @@ TEST(config, RoundupPower2DivisionsForms) {
   const config first_open = config::parse("roundup_power2_divisions:[>:2]");
   EXPECT_EQ(first_open.divisions_for(MiB), 0u);
   EXPECT_EQ(first_open.divisions_for(3 * MiB), 2u);
-  for (const char* bad : {"roundup_power2_divisions:3", "roundup_power2_divisions:[256:3]",
-                          "roundup_power2_divisions:[300:2]", "roundup_power2_divisions:[512:2,256:4]",
-                          "roundup_power2_divisions:[>:2,512:4]", "roundup_power2_divisions:[2:4,]",
-                          "roundup_power2_divisions:[]", "roundup_power2_divisions:[2:4",
-                          "roundup_power2_divisions:-2"}) {
+  for (const char* bad :
+       {"roundup_power2_divisions:3", "roundup_power2_divisions:[256:3]",
+        "roundup_power2_divisions:[300:2]", "roundup_power2_divisions:[512:2,256:4]",
+        "roundup_power2_divisions:[>:2,512:4]", "roundup_power2_divisions:[2:4,]",
+        "roundup_power2_divisions:[]", "roundup_power2_divisions:[2:4",
+        "roundup_power2_divisions:-2"}) {
     EXPECT_FALSE(error_of(bad).empty()) << bad;
   }
   // Round trips, whatever the form.
