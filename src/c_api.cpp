@@ -12,6 +12,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
+#include "cachalot/version.h"
 #include "detail/c_error.hpp"
 
 struct cachalot_allocator {
@@ -245,6 +246,10 @@ const char* cachalot_status_string(cachalot_status s) {
 
 const char* cachalot_last_error(void) {
   return detail::t_last_error.c_str();
+}
+
+const char* cachalot_version(void) {
+  return CACHALOT_VERSION_STRING;
 }
 
 }  // extern "C"

@@ -95,6 +95,10 @@ CACHALOT_API const char* cachalot_status_string(cachalot_status s);
 /** This thread's message for its last failed call ("" if none). */
 CACHALOT_API const char* cachalot_last_error(void);
 
+/** The version of the loaded library, "MAJOR.MINOR.PATCH" (static storage). Compare with
+ *  CACHALOT_VERSION_STRING of cachalot/version.h, the version compiled against. */
+CACHALOT_API const char* cachalot_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,12 +1,15 @@
 /* Proves cachalot.h compiles as strict C99 and that the C shim links from C. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cachalot/cachalot.h"
+#include "cachalot/version.h"
 
 int main(void) {
   cachalot_allocator* a = NULL;
   void* p = NULL;
   cachalot_stats s;
+  if (strcmp(cachalot_version(), CACHALOT_VERSION_STRING) != 0 || CACHALOT_VERSION < 1) return 6;
   if (cachalot_create("backend:simulated,capacity:1GiB", &a) != CACHALOT_SUCCESS) {
     fprintf(stderr, "create failed: %s\n", cachalot_last_error());
     return 1;
