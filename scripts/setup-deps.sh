@@ -1,19 +1,47 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks to build cachalot: Debian's libfmt-dev (GoogleTest,
-# Google Benchmark, CMake, Ninja and the CUDA toolkit are expected to be present; each is
-# installed through apt-get if missing and the package exists).
+# Installs what a fresh Debian-like machine lacks to build and test cachalot and to run its
+# main job: the one setup path of scripts/test.sh and scripts/main-job.sh. Each entry below is
+# one package and the check that says it is present; missing ones are installed with apt-get
+# (as root, or through sudo). The CUDA toolkit is optional and never installed here.
 set -euo pipefail
+
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_file() { local f; for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
+
+# package | check (a shell command that succeeds when the package is present)
+packages=(
+  "cmake|have_cmd cmake"
+  "ninja-build|have_cmd ninja"
+  "g++|have_cmd g++"
+  "python3|have_cmd python3"
+  "pkg-config|have_cmd pkg-config"
+  "libfmt-dev|have_file /usr/include/fmt/format.h /usr/local/include/fmt/format.h"
+  "libgtest-dev|have_file /usr/lib/x86_64-linux-gnu/cmake/GTest /usr/lib/cmake/GTest /usr/local/lib/cmake/GTest"
+  "libbenchmark-dev|have_file /usr/lib/x86_64-linux-gnu/cmake/benchmark /usr/lib/cmake/benchmark /usr/local/lib/cmake/benchmark"
+)
+
 need=()
-[ -f /usr/include/fmt/format.h ] || need+=(libfmt-dev)
-command -v cmake >/dev/null || need+=(cmake)
-command -v ninja >/dev/null || need+=(ninja-build)
-[ -d /usr/lib/x86_64-linux-gnu/cmake/GTest ] || [ -d /usr/lib/cmake/GTest ] || need+=(libgtest-dev)
-[ -d /usr/lib/x86_64-linux-gnu/cmake/benchmark ] || [ -d /usr/lib/cmake/benchmark ] || need+=(libbenchmark-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "setup: installing ${need[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq >/dev/null || true
-  $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+for entry in "${packages[@]}"; do
+  pkg=${entry%%|*}
+  check=${entry#*|}
+  eval "$check" || need+=("$pkg")
+done
+[ ${#need[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if have_cmd sudo; then
+    SUDO=sudo
+  else
+    echo "setup: missing ${need[*]}: install them (apt-get install ${need[*]}) and rerun" >&2
+    exit 1
+  fi
 fi
+if ! have_cmd apt-get; then
+  echo "setup: missing ${need[*]}, and no apt-get to install them with" >&2
+  exit 1
+fi
+echo "setup: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+  { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null; }
