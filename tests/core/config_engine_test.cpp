@@ -10,11 +10,13 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/config.hpp"
 #include "cachalot/errors.hpp"
 #include "cachalot/simulated_device.hpp"
+#include "reliability/invariants.hpp"
 
 namespace cachalot {
 namespace {
@@ -58,6 +60,39 @@ TEST(ConfigInUse, SmallSegmentAtMaxSplitSizeIsRefusedAtStart) {
   c.small_segment_size = 64 * MiB;
   c.max_split_size = 50 * MiB;
   EXPECT_THROW(allocator{c}, invalid_argument);
+}
+
+// The case of issue 9 at the edge of what is now valid: small segments of 64 MiB just under
+// max_split_size. Four small allocate/free pairs on one stream, then a 50 MiB request: nothing
+// small is oversize, the large request gets a large-pool segment, and the stats agree with the
+// snapshot at every step (the invalid form, max_split_size 50 MiB, wrapped small-pool stats).
+TEST(ConfigInUse, SmallSegmentsJustBelowMaxSplitSizeKeepExactStats) {
+  sim_options o;
+  o.capacity = GiB;
+  auto sim = std::make_shared<simulated_device>(o);
+  allocator a(config::parse("backend:simulated,capacity:1GiB,small_segment:64MiB,"
+                            "max_split_size:65MiB"),
+              sim);
+  std::unordered_map<void*, std::size_t> live;
+  for (int i = 0; i < 4; ++i) {
+    void* p = a.allocate(4096);
+    live[p] = 4096;
+    ASSERT_EQ(testing::check_invariants(a, sim.get(), live), "");
+    a.deallocate(p);
+    live.erase(p);
+    ASSERT_EQ(testing::check_invariants(a, sim.get(), live), "");
+  }
+  void* big = a.allocate(50 * MiB);
+  live[big] = 50 * MiB;
+  EXPECT_EQ(testing::check_invariants(a, sim.get(), live), "");
+  const memory_stats s = a.stats();
+  EXPECT_EQ(s.allocated_bytes.small.current, 0u);
+  EXPECT_EQ(s.allocated_bytes.large.current, 50 * MiB);
+  EXPECT_EQ(s.num_oversize_allocs, 0u);
+  a.deallocate(big);
+  live.clear();
+  EXPECT_EQ(testing::check_invariants(a, sim.get(), live), "");
+  EXPECT_EQ(a.stats().allocated_bytes.small.peak, 4096u);
 }
 
 class TraceFiles : public ::testing::Test {
