@@ -25,8 +25,6 @@ namespace {
 constexpr std::uint64_t live_magic = 0xCAC4A10751A7E5ULL;
 constexpr std::uint64_t dead_magic = 0xDEADCAC4A10DEADULL;
 
-thread_local std::string t_last_error;
-
 // Destroyed handles stay allocated (and reachable, for leak checkers) for the process' life.
 std::mutex& tombstone_mutex() {
   static std::mutex m;
@@ -70,15 +68,21 @@ cachalot_status guarded(F&& f) noexcept {
   }
 }
 
+// Stores "`fn`: `what`" as the last error and returns INVALID_ARGUMENT; never throws.
+cachalot_status bad_handle(const char* fn, const char* what) noexcept {
+  try {
+    set_last_error(std::string(fn) + ": " + what);
+  } catch (...) {  // no memory for the prefixed text: the bare reason still says it
+    set_last_error(what);
+  }
+  return CACHALOT_ERROR_INVALID_ARGUMENT;
+}
+
 template <class F>
 cachalot_status with(cachalot_allocator* a, const char* fn, F&& f) noexcept {
-  if (a == nullptr) {
-    set_last_error(std::string(fn) + ": allocator is NULL");
-    return CACHALOT_ERROR_INVALID_ARGUMENT;
-  }
+  if (a == nullptr) return bad_handle(fn, "allocator is NULL");
   if (a->magic != live_magic) {
-    set_last_error(std::string(fn) + ": allocator was destroyed (or is not an allocator)");
-    return CACHALOT_ERROR_INVALID_ARGUMENT;
+    return bad_handle(fn, "allocator was destroyed (or is not an allocator)");
   }
   return guarded([&] { f(*a->impl); });
 }
@@ -108,10 +112,6 @@ void fill(const memory_stats& s, cachalot_stats* out) {
 }
 
 }  // namespace
-
-void set_last_error(const std::string& message) {
-  t_last_error = message;
-}
 
 cachalot_status status_of_current_exception(const char* context) noexcept {
   const auto record = [context](cachalot_status s, const char* what) {
@@ -245,7 +245,7 @@ const char* cachalot_status_string(cachalot_status s) {
 }
 
 const char* cachalot_last_error(void) {
-  return detail::t_last_error.c_str();
+  return detail::last_error_text();
 }
 
 const char* cachalot_version(void) {

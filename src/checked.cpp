@@ -53,7 +53,7 @@ std::size_t engine::check_free(void* ptr, stream_t stream, bool on_stream,
   if (b == nullptr) fail_invalid_free(ptr);
   stream_state& ss = *b->owner;
   std::lock_guard<spinlock> lock(ss.lock);
-  if (b->addr != addr || b->state != block_state::allocated) {
+  if (b->addr != addr || b->state != block_state::allocated || b->freeing) {
     CACHALOT_FAIL(invalid_pointer, "deallocate: {:#x} was freed concurrently by another thread",
                   addr);
   }

@@ -128,7 +128,7 @@ void engine::record_stream(void* ptr, stream_t stream) {
   }
   stream_state& ss = *b->owner;
   std::lock_guard<spinlock> lock(ss.lock);
-  if (b->addr != addr || b->state != block_state::allocated) {
+  if (b->addr != addr || b->state != block_state::allocated || b->freeing) {
     CACHALOT_FAIL(invalid_pointer, "record_stream: {:#x} was freed concurrently", addr);
   }
   if (stream == ss.stream) return;
@@ -199,8 +199,8 @@ void engine::reset_peak_stats() {
 
 memory_snapshot engine::snapshot() const {
   memory_snapshot snap;
-  for (stream_state* ss : states()) {
-    std::lock_guard<spinlock> lock(ss->lock);
+  all_streams_lock all(*this);  // one consistent cut, as stats() reads
+  for (const stream_state* ss : all.streams()) {
     for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
       segment_info info{seg->base, seg->size, ss->stream, seg->pool, {}};
       for (const block* b = seg->first; b != nullptr; b = b->next) {
@@ -219,7 +219,7 @@ std::size_t engine::allocation_size(const void* ptr) const {
   block* b = ptr == nullptr ? nullptr : map_.find(addr);
   if (b != nullptr) {
     std::lock_guard<spinlock> lock(b->owner->lock);
-    if (b->addr == addr && b->state == block_state::allocated) return b->size;
+    if (b->addr == addr && b->state == block_state::allocated && !b->freeing) return b->size;
   }
   CACHALOT_FAIL(invalid_pointer, "allocation_size: {}", describe(addr));
 }

@@ -66,17 +66,17 @@ block* engine::take_all_locked(stream_state& ss, pool_kind pool, std::size_t rou
   return take_cached(ss, pool, rounded, requested, true, &unused);
 }
 
-void engine::free_block_all_locked(block* b) {
-  all_streams_lock all(*this, b->owner);
-  free_block(*b->owner, b, true);
-}
-
 block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, bool over_ceiling) {
   const stream_t stream = ss.stream;
   // 0. A block fits but its stats crossed this stream's ceiling: redo with every stream locked.
   if (over_ceiling) {
     if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+  }
+  // A request no segment can ever hold fails before anything changes (no event is polled).
+  const std::size_t seg_size = segment_size_for(pool, rounded);
+  if (seg_size > device_total_ || (memory_limit_ != 0 && seg_size > memory_limit_)) {
+    fail_oom(requested, stream, "the request can never fit on this device or under the limit");
   }
   if (backend_->is_capturing(stream)) {
     if (tracer_) tracer_->on_allocate_failure(requested, stream);
@@ -93,13 +93,9 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
       if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
     }
   }
-  // 2. A new segment.
-  const std::size_t seg_size = segment_size_for(pool, rounded);
-  if (seg_size > device_total_ || (memory_limit_ != 0 && seg_size > memory_limit_)) {
-    fail_oom(requested, stream, "the request can never fit on this device or under the limit");
-  }
-  // Near the limit, cached segments nothing fits in are returned first (largest first, only
-  // as many as needed), so that reserved memory stays close to what is in use.
+  // 2. A new segment. Near the limit, cached segments nothing fits in are returned first
+  // (largest first, only as many as needed), so that reserved memory stays close to what is in
+  // use.
   if (gc_bytes_ != 0 && gstats_.committed() + seg_size > gc_bytes_) {
     release_cached(gc_bytes_ > seg_size ? gc_bytes_ - seg_size : 0, true);
   }
@@ -198,16 +194,48 @@ void engine::recycle_event(event_t e) noexcept {
   free_events_.push_back(e);
 }
 
-void engine::free_deferred(block* b, stream_t stream) {
+// A claimed block (out of the pointer map, `freeing` set under its stream lock, so that no
+// record_stream can add a stream any more) is freed now or deferred. True if freed now.
+bool engine::free_claimed(block* b, stream_t last_used) {
   stream_state& ss = *b->owner;
-  std::vector<stream_t> streams;
+  std::vector<stream_t> used_on;
   {
     std::lock_guard<spinlock> lock(ss.lock);
-    streams = b->used_on;
+    used_on.swap(b->used_on);
   }
-  if (stream != ss.stream && std::find(streams.begin(), streams.end(), stream) == streams.end()) {
-    streams.push_back(stream);
+  std::vector<stream_t> streams = used_on;
+  if (last_used != ss.stream &&
+      std::find(streams.begin(), streams.end(), last_used) == streams.end()) {
+    streams.push_back(last_used);
   }
+  if (streams.empty()) {
+    trace_free(b);  // before the block can be handed out again: the trace is in ownership order
+    release_claimed(b);
+    return true;
+  }
+  defer_free(b, std::move(used_on), streams);
+  return false;
+}
+
+// Frees a claimed block that waits for no event.
+void engine::release_claimed(block* b) {
+  stream_state& ss = *b->owner;
+  {
+    std::lock_guard<spinlock> lock(ss.lock);
+    b->freeing = false;
+    if (free_block(ss, b, false)) return;
+    b->freeing = true;
+  }
+  all_streams_lock all(*this, &ss);  // the stats crossed a ceiling: redo with every stream locked
+  b->freeing = false;
+  free_block(ss, b, true);
+}
+
+// Records one event on each of `streams` and makes the claimed block pending until all have
+// completed. On failure the block is live again, with its streams, and nothing changed.
+void engine::defer_free(block* b, std::vector<stream_t> used_on,
+                        const std::vector<stream_t>& streams) {
+  stream_state& ss = *b->owner;
   std::vector<event_t> events;
   try {
     for (stream_t s : streams) {
@@ -222,13 +250,19 @@ void engine::free_deferred(block* b, stream_t stream) {
     }
   } catch (...) {
     for (event_t e : events) recycle_event(e);
+    {
+      std::lock_guard<spinlock> lock(ss.lock);
+      b->used_on = std::move(used_on);
+      b->freeing = false;
+    }
     map_.insert(b->addr, b);  // the block stays allocated: nothing changed
     throw;
   }
+  trace_free(b);  // before the block is queued: once queued, a poller may hand it out
   {
     std::lock_guard<spinlock> lock(ss.lock);
     b->state = block_state::pending;
-    b->used_on.clear();
+    b->freeing = false;
     stats_delta d;  // decreases only: never crosses a ceiling
     d.d[q_requested] = -static_cast<std::int64_t>(b->requested);
     d.d[q_allocated] = -static_cast<std::int64_t>(b->size);
@@ -241,6 +275,10 @@ void engine::free_deferred(block* b, stream_t stream) {
   std::lock_guard<std::mutex> lock(pending_mutex_);
   pending_.push_back(pending_free{b, std::move(events)});
   pending_count_.fetch_add(1, std::memory_order_release);
+}
+
+void engine::trace_free(const block* b) noexcept {
+  if (tracer_) tracer_->on_free(reinterpret_cast<void*>(b->addr), b->requested, b->owner->stream);
 }
 
 void engine::poll_pending(bool wait) {
@@ -281,13 +319,26 @@ void engine::poll_pending(bool wait) {
     } catch (...) {
       error = std::current_exception();
     }
+    finishing_ += ready.size();
   }
   if (synced) gstats_.num_syncs.fetch_add(1, std::memory_order_relaxed);
-  for (block* b : ready) finish_pending(b);
+  for (block* b : ready) finish_pending(b);  // never throws
+  {
+    // Blocks another poller took off the queue are not reusable until it has finished them: a
+    // waiting poll (the out-of-memory retry, empty_cache) waits for that, so that it never
+    // misses memory that is about to become free.
+    std::unique_lock<std::mutex> lock(pending_mutex_);
+    finishing_ -= ready.size();
+    if (finishing_ == 0) {
+      finished_.notify_all();
+    } else if (wait) {
+      finished_.wait(lock, [this] { return finishing_ == 0; });
+    }
+  }
   if (error) std::rethrow_exception(error);
 }
 
-void engine::finish_pending(block* b) {
+void engine::finish_pending(block* b) noexcept {
   stream_state& ss = *b->owner;
   if (!caching_) {
     std::lock_guard<std::mutex> release_lock(release_mutex_);
@@ -313,7 +364,15 @@ void engine::complete_pending(stream_state& ss, block* b) {
 // --- releasing cached memory -----------------------------------------------------------------
 
 bool engine::release_segment(stream_state& ss, segment* seg) {
-  // Caller holds release_mutex_, so `seg` cannot be deleted under us.
+  // Caller holds release_mutex_, so `seg` cannot be deleted under us. The stats drop in the
+  // critical section that unlinks the segment, before the device takes it back: stats and
+  // snapshot always agree, and no stats() ever counts memory the device may already have
+  // handed to another segment. (Room under the memory limit is returned only afterwards.)
+  stats_delta d;  // decreases only (inactive-split bytes are unchanged)
+  d.d[q_reserved] = -static_cast<std::int64_t>(seg->size);
+  d.d[q_segments] = -1;
+  d.whole_free = -static_cast<std::int64_t>(seg->size);
+  d.derive_inactive();
   block* b = nullptr;
   {
     std::lock_guard<spinlock> lock(ss.lock);
@@ -321,11 +380,15 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     if (b->state != block_state::free || !b->whole()) return false;
     remove_free(ss, b);
     ss.unlink(seg);
+    ss.stats.apply(seg->pool, d);
+    ++ss.stats.num_segment_frees;
   }
   try {
     backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
   } catch (...) {
-    std::lock_guard<spinlock> lock(ss.lock);
+    all_streams_lock all(*this, &ss);  // reserved rises back: the peaks may need raising
+    ss.stats.undo(seg->pool, d);
+    --ss.stats.num_segment_frees;
     ss.link(seg);
     insert_free(ss, b);
     throw;
@@ -333,12 +396,6 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
   {
     std::lock_guard<spinlock> lock(ss.lock);
     ss.nodes.release(b);
-    stats_delta d;  // decreases only (inactive-split bytes are unchanged)
-    d.d[q_reserved] = -static_cast<std::int64_t>(seg->size);
-    d.d[q_segments] = -1;
-    d.whole_free = -static_cast<std::int64_t>(seg->size);
-    ss.stats.apply(seg->pool, d.derive_inactive());
-    ++ss.stats.num_segment_frees;
   }
   gstats_.release_room(seg->size);
   delete seg;
@@ -397,6 +454,7 @@ std::size_t engine::trim(std::size_t target_reserved_bytes) {
 // --- pass-through mode -----------------------------------------------------------------------
 
 void engine::deallocate_passthrough(void* ptr, stream_t stream, bool on_stream) {
+  // release_mutex_ keeps the segment alive until it is returned to the device.
   std::unique_lock<std::mutex> release_lock(release_mutex_);
   block* b = map_.erase(reinterpret_cast<std::uintptr_t>(ptr));
   if (b == nullptr) {
@@ -404,21 +462,12 @@ void engine::deallocate_passthrough(void* ptr, stream_t stream, bool on_stream) 
     fail_invalid_free(ptr);
   }
   stream_state& ss = *b->owner;
-  const std::size_t requested = b->requested;
-  bool deferred = false;
   segment* seg = b->seg;
   {
-    all_streams_lock all(*this, &ss);
-    deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
-    if (!deferred) free_block(ss, b, true);
+    std::lock_guard<spinlock> lock(ss.lock);
+    b->freeing = true;
   }
-  if (deferred) {
-    release_lock.unlock();
-    free_deferred(b, on_stream ? stream : ss.stream);
-  } else {
-    release_or_keep(ss, seg);
-  }
-  if (tracer_) tracer_->on_free(ptr, requested, ss.stream);
+  if (free_claimed(b, on_stream ? stream : ss.stream)) release_or_keep(ss, seg);
 }
 
 void engine::fail_invalid_free(void* ptr) const {

@@ -31,7 +31,11 @@ struct block {
   stream_state* owner = nullptr;  ///< stream state owning the node; never changes
   block_state state = block_state::free;  ///< free, allocated or pending
   bool oversize = false;                  ///< held in the oversize set rather than the free index
-  std::vector<stream_t> used_on;          ///< other streams recorded through record_stream
+  /// Allocated, but a free has claimed it (taken it out of the pointer map) and is still
+  /// deciding between freeing it now and deferring it: record_stream and checked frees treat it
+  /// as freed. Guarded by the owner's lock.
+  bool freeing = false;
+  std::vector<stream_t> used_on;  ///< other streams recorded through record_stream
 
   /// True if this free block covers its whole segment.
   bool whole() const noexcept { return prev == nullptr && next == nullptr; }
@@ -71,6 +75,7 @@ class block_pool {
     b->owner = owner;
     b->state = block_state::free;
     b->oversize = false;
+    b->freeing = false;
     return b;  // used_on was cleared by release()
   }
   /// Returns a node to the pool.

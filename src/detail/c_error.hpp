@@ -1,10 +1,12 @@
-// What every file implementing C entry points shares (c_api.cpp defines it; hooks.cpp uses it):
-// the per-thread last-error message read by cachalot_last_error(), the translation of a caught
-// exception into a status, and the copies of stats and text into callers' buffers.
+// What every file implementing C entry points shares (defined in c_api.cpp and last_error.cpp,
+// used by hooks.cpp): the per-thread last-error message read by cachalot_last_error(), the
+// translation of a caught exception into a status, and the copies of stats and text into
+// callers' buffers.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "cachalot/cachalot.h"
 #include "cachalot/stats.hpp"
@@ -12,7 +14,11 @@
 namespace cachalot::detail {
 
 /// Stores `message` as the calling thread's last error (read back by cachalot_last_error()).
-void set_last_error(const std::string& message);
+/// Safe from static destructors and atexit handlers (last_error.cpp); never throws.
+void set_last_error(std::string_view message) noexcept;
+
+/// The calling thread's last error, "" if none. Valid until its next failing call.
+const char* last_error_text() noexcept;
 
 /// Inside a catch block: turns the exception being handled into its C status and stores its
 /// message (prefixed by "`context`: " when `context` is not null) as the last error.

@@ -15,13 +15,16 @@
 // checked mode share one out-of-line free path, so the default hot path pays one branch each
 // way, as tracing does.
 //
-// Locks: a stream's spinlock guards its state; the stats lock and the map's shard locks are
-// leaves taken inside it. pending_mutex_ and events_mutex_ are never held with a stream lock.
-// release_mutex_ serializes the deletion of segments. No thread ever holds two stream locks.
+// Locks, in the order they are taken: release_mutex_ (serializes the deletion of segments),
+// stats_mutex_, registry_mutex_ (shared), stream spinlocks, then leaves (pointer-map shards,
+// events_mutex_). A thread holds one stream lock on the hot path; only all_streams_lock (stats
+// and snapshot reads, a new segment, a change that crosses a stats ceiling) holds every stream
+// lock, in registry order, under stats_mutex_. pending_mutex_ is never held with a stream lock.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -126,28 +129,23 @@ class engine {
   };
 
   /// The caching free: the block goes back to its stream's free index at once, or, if it was
-  /// used on other streams, after events recorded there complete.
+  /// used on other streams, after events recorded there complete. Anything but the plain case
+  /// (another stream involved, tracing, a stats ceiling crossed) claims the block under the
+  /// stream lock and continues out of line, so that a racing record_stream fails cleanly.
   void free_cached(void* ptr, stream_t stream, bool on_stream) {
     block* b = map_.erase(reinterpret_cast<std::uintptr_t>(ptr));
     if (b == nullptr) [[unlikely]]
       fail_invalid_free(ptr);
     stream_state& ss = *b->owner;
-    const std::size_t requested = b->requested;
-    bool deferred = false;
-    bool done = false;
     {
       std::lock_guard<spinlock> lock(ss.lock);
-      deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
-      if (!deferred) [[likely]]
-        done = free_block(ss, b, false);
+      const bool plain =
+          tracer_ == nullptr && (!on_stream || stream == ss.stream) && b->used_on.empty();
+      if (plain && free_block(ss, b, false)) [[likely]]
+        return;
+      b->freeing = true;
     }
-    if (!deferred && !done) [[unlikely]]
-      free_block_all_locked(b);
-    if (deferred) [[unlikely]] {
-      free_deferred(b, on_stream ? stream : ss.stream);
-    }
-    if (tracer_) [[unlikely]]
-      tracer_->on_free(ptr, requested, ss.stream);
+    free_claimed(b, on_stream ? stream : ss.stream);
   }
 
   std::size_t round_up(std::size_t bytes) const noexcept {
@@ -309,14 +307,16 @@ class engine {
   [[gnu::noinline]] stream_state& state_for_slow(stream_t stream);
   [[gnu::noinline]] block* allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
                                          std::size_t requested, bool over_ceiling);
-  [[gnu::noinline]] void free_block_all_locked(block* b);
+  [[gnu::noinline]] bool free_claimed(block* b, stream_t last_used);
+  void release_claimed(block* b);
+  void defer_free(block* b, std::vector<stream_t> used_on, const std::vector<stream_t>& streams);
+  void trace_free(const block* b) noexcept;
   [[gnu::noinline]] block* take_all_locked(stream_state& ss, pool_kind pool, std::size_t rounded,
                                            std::size_t requested);
   void complete_pending(stream_state& ss, block* b);
   [[gnu::noinline]] block* find_oversize(stream_state& ss, std::size_t rounded);
   [[gnu::noinline]] void insert_oversize(stream_state& ss, block* b);
   [[gnu::noinline]] void remove_oversize(stream_state& ss, block* b);
-  [[gnu::noinline]] void free_deferred(block* b, stream_t stream);
   [[gnu::noinline]] void deallocate_passthrough(void* ptr, stream_t stream, bool on_stream);
   // Checked mode and pass-through frees (checked.cpp): validation, poisoning, dispatch.
   [[gnu::noinline]] void deallocate_slow(void* ptr, stream_t stream, bool on_stream,
@@ -338,7 +338,7 @@ class engine {
   block* add_segment(stream_state& ss, pool_kind pool, void* base, std::size_t size,
                      std::size_t rounded, std::size_t requested);
   void poll_pending(bool wait);
-  void finish_pending(block* b);
+  void finish_pending(block* b) noexcept;
   event_t acquire_event();
   void recycle_event(event_t e) noexcept;
   std::size_t release_cached(std::size_t target_reserved, bool largest_first);
@@ -378,6 +378,8 @@ class engine {
 
   std::mutex pending_mutex_;
   std::vector<pending_free> pending_;
+  std::size_t finishing_ = 0;  ///< blocks taken off pending_ and not yet free (pending_mutex_)
+  std::condition_variable finished_;  ///< signalled when finishing_ drops to 0
   std::atomic<std::size_t> pending_count_{0};
   std::mutex events_mutex_;
   std::vector<event_t> free_events_;

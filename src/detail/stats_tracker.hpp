@@ -108,6 +108,22 @@ class stream_stats {
     whole_free_[p] += static_cast<std::uint64_t>(delta.whole_free);
   }
 
+  /// Takes back an earlier apply(pool, delta) exactly, cumulative totals included (a device
+  /// call that failed after its stats were applied). Increases current values: only under the
+  /// stats mutex with every stream locked.
+  void undo(pool_kind pool, const stats_delta& delta) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      const std::int64_t d = delta.d[q];
+      if (d >= 0) {
+        inc_[q][p] -= static_cast<std::uint64_t>(d);
+      } else {
+        dec_[q][p] -= static_cast<std::uint64_t>(-d);
+      }
+    }
+    whole_free_[p] -= static_cast<std::uint64_t>(delta.whole_free);
+  }
+
   std::uint64_t current(std::size_t q, std::size_t p) const noexcept {
     return inc_[q][p] - dec_[q][p];
   }

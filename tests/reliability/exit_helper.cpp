@@ -5,7 +5,10 @@
 //   threads      worker threads allocate, hand blocks to main and exit; main frees them;
 //   static-free  static destructors free into a C allocator before and after its destruction
 //                (before: success; after: CACHALOT_ERROR_INVALID_ARGUMENT, never a crash);
-//   exit         std::exit(0) from inside a call chain with live allocations.
+//   exit         std::exit(0) from inside a call chain with live allocations;
+//   error-at-exit  a C call fails in main, then C calls fail again with longer messages from a
+//                static destructor, after thread-local objects are gone (issue 9: the
+//                last-error text was a thread_local std::string, freed twice here).
 // Any broken expectation exits with status 3 and a message.
 #include <cstdio>
 #include <cstdlib>
@@ -121,6 +124,43 @@ int mode_static_free() {
   return 0;
 }
 
+bool g_fail_at_exit = false;
+
+// Constructed before main, destroyed after main returns, when thread-local objects of the main
+// thread have already been destroyed.
+struct exit_failer {
+  ~exit_failer() {
+    if (!g_fail_at_exit) return;
+    void* p = nullptr;
+    if (cachalot_malloc(nullptr, &p, 64, nullptr) != CACHALOT_ERROR_INVALID_ARGUMENT) {
+      die("cachalot_malloc(NULL allocator) at exit did not fail");
+    }
+    if (std::strstr(cachalot_last_error(), "allocator is NULL") == nullptr) {
+      die("no message for the failure at exit");
+    }
+    cachalot_allocator* a = nullptr;
+    const char* conf =
+        "memory_limt:90%,this_key_is_long_enough_to_need_a_bigger_buffer_than_before:1";
+    if (cachalot_create(conf, &a) != CACHALOT_ERROR_INVALID_ARGUMENT) {
+      die("a bad config at exit was not an INVALID_ARGUMENT error");
+    }
+    if (std::strstr(cachalot_last_error(), "memory_limt") == nullptr) {
+      die("the config error at exit does not name the key");
+    }
+  }
+} g_exit_failer;
+
+int mode_error_at_exit() {
+  static handle_owner owner;
+  int foreign = 0;
+  if (cachalot_free(g_handle, &foreign, nullptr) != CACHALOT_ERROR_INVALID_POINTER) {
+    die("a foreign free was not an INVALID_POINTER error");
+  }
+  if (std::strlen(cachalot_last_error()) < 32) die("the foreign-free message is too short");
+  g_fail_at_exit = true;
+  return 0;
+}
+
 [[noreturn]] void exit_deep(allocator& a, int depth) {
   void* p = a.allocate(4096 * static_cast<std::size_t>(depth + 1), stream_n(depth % 2));
   (void)p;
@@ -131,11 +171,12 @@ int mode_static_free() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) die("usage: cachalot_exit_helper live|threads|static-free|exit");
+  if (argc != 2) die("usage: cachalot_exit_helper live|threads|static-free|exit|error-at-exit");
   const char* mode = argv[1];
   if (std::strcmp(mode, "live") == 0) return mode_live();
   if (std::strcmp(mode, "threads") == 0) return mode_threads();
   if (std::strcmp(mode, "static-free") == 0) return mode_static_free();
+  if (std::strcmp(mode, "error-at-exit") == 0) return mode_error_at_exit();
   if (std::strcmp(mode, "exit") == 0) exit_deep(*global().a, 5);
   die("unknown mode");
 }

@@ -68,7 +68,8 @@ TEST_P(clean_exit, TwentyRunsExitZeroWithNothingOnStderr) {
 }
 
 INSTANTIATE_TEST_SUITE_P(modes, clean_exit,
-                         ::testing::Values("live", "threads", "static-free", "exit"),
+                         ::testing::Values("live", "threads", "static-free", "exit",
+                                           "error-at-exit"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            for (char& c : n) c = c == '-' ? '_' : c;

@@ -3,13 +3,19 @@
 // address and a unique tag, hand blocks to each other through a mailbox, and free blocks that
 // other threads allocated (on their own stream or another, which defers the free); streams are
 // held back and released at random, record_stream marks cross-stream use, and process_events,
-// trim and empty_cache run concurrently. Threads are torn down and re-created every round;
-// blocks survive rounds in the mailbox. Checked before every free: the stamp is intact (no
-// block was handed out twice, none was written by someone else). Checked between rounds, with
-// every thread stopped: all allocator invariants (tests/reliability/invariants.hpp). At the
-// end everything is freed and the device must be empty.
+// trim and empty_cache run concurrently; record_stream is also called on blocks in the mailbox,
+// which another thread may be freeing at that moment (it must succeed or fail cleanly). A
+// monitor thread reads the stats all along: no value may exceed what the device can hold or
+// break the relations between quantities. With --trace every operation is recorded and the
+// trace checked at the end to be in ownership order (no address allocated twice without a
+// free between, no free of an address that is not live). Threads are torn down and re-created
+// every round; blocks survive rounds in the mailbox. Checked before every free: the stamp is
+// intact (no block was handed out twice, none was written by someone else). Checked between
+// rounds, with every thread stopped: all allocator invariants (tests/reliability/
+// invariants.hpp). At the end everything is freed and the device must be empty.
 //
 // Usage: cachalot_stress [--long] [--threads N] [--rounds N] [--ops N] [--seed N] [--checked]
+//                        [--trace FILE]
 // Short mode (default) fits CI (< 30 s); --long runs 20x longer. Exit status 0 on success.
 #include <atomic>
 #include <chrono>
@@ -56,6 +62,7 @@ struct options {
   unsigned ops = 3000;  // per thread and round
   std::uint64_t seed = 1;
   bool checked = false;
+  std::string trace;  // trace file, checked at the end ("": no trace)
 };
 
 struct item {
@@ -123,11 +130,16 @@ class stress {
     sim_ = std::make_shared<simulated_device>(so);
     config cfg;
     cfg.debug = o.checked;
+    cfg.trace_file = o.trace;
     a_ = std::make_unique<allocator>(cfg, sim_);
   }
 
   void run() {
     const auto start = std::chrono::steady_clock::now();
+    std::atomic<bool> stop{false};
+    std::thread monitor([&] {
+      while (!stop.load(std::memory_order_acquire)) check_stats_sane(a_->stats());
+    });
     for (unsigned r = 0; r < opt_.rounds; ++r) {
       std::vector<std::thread> threads;
       for (unsigned t = 0; t < opt_.threads; ++t) {
@@ -136,7 +148,13 @@ class stress {
       for (std::thread& th : threads) th.join();
       check_quiescent("after round " + std::to_string(r));
     }
+    stop.store(true, std::memory_order_release);
+    monitor.join();
     drain();
+    if (!opt_.trace.empty()) {
+      a_.reset();  // flushes the trace
+      check_trace(opt_.trace);
+    }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf(
@@ -172,7 +190,8 @@ class stress {
     if (op < 60) return release(mine, k, own, any, pick(4) == 0);
     if (op < 70) return hand_off(mine, k);
     if (op < 80) return take_and_free(rng, own);
-    if (op < 85) return a_->record_stream(mine[k].ptr, any);
+    if (op < 83) return a_->record_stream(mine[k].ptr, any);
+    if (op < 85) return record_shared(rng, any);
     if (op < 88) return hold(any);
     if (op < 92) return sim_->release_stream(any);
     if (op < 96) return a_->process_events();
@@ -227,6 +246,68 @@ class stress {
       mailbox_.pop_back();
     }
     free_item(it, own, rng() % 2 == 0);  // freed by a thread that did not allocate it
+  }
+
+  // record_stream on a block in the mailbox, which another thread may be freeing right now.
+  void record_shared(std::mt19937_64& rng, stream_t s) {
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mailbox_mutex_);
+      if (mailbox_.empty()) return;
+      p = mailbox_[rng() % mailbox_.size()].ptr;
+    }
+    try {
+      a_->record_stream(p, s);
+    } catch (const invalid_pointer&) {  // freed meanwhile: a clean failure is the contract
+    }
+  }
+
+  // Checks one stats() result, read while everything runs: nothing above the device's
+  // capacity, and the relations every consistent state has.
+  void check_stats_sane(const memory_stats& s) const {
+    const std::uint64_t cap = sim_->options().capacity;
+    if (s.reserved_bytes.all.peak > cap || s.reserved_bytes.all.current > cap) {
+      fail("stats count more reserved bytes than the device has");
+    }
+    if (s.allocated_bytes.all.current > s.active_bytes.all.current ||
+        s.active_bytes.all.current > s.reserved_bytes.all.current ||
+        s.inactive_split_bytes.all.current > s.reserved_bytes.all.current ||
+        s.requested_bytes.all.current > s.allocated_bytes.all.current) {
+      fail("stats break allocated <= active <= reserved, requested <= allocated");
+    }
+    for (const pool_stats* q : {&s.reserved_bytes, &s.allocated_bytes, &s.active_bytes}) {
+      if (q->all.current != q->small.current + q->large.current || q->all.peak < q->all.current) {
+        fail("pool stats do not add up");
+      }
+    }
+  }
+
+  // The trace lists allocations and frees in ownership order.
+  static void check_trace(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) fail("cannot read the trace " + path);
+    char line[256];
+    std::unordered_map<std::uintptr_t, int> live;
+    std::uint64_t n = 0;
+    (void)std::fgets(line, sizeof line, f);  // header
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      char action[32] = {};
+      unsigned long long ptr = 0;
+      if (std::sscanf(line, "%*[^,],%*[^,],%31[^,],%llx", action, &ptr) != 2) continue;
+      ++n;
+      const std::string act = action;
+      if (act == "allocate" && !live.emplace(ptr, 1).second) {
+        fail("trace line " + std::to_string(n) + " allocates a live address");
+      }
+      if (act == "free" && live.erase(ptr) != 1) {
+        fail("trace line " + std::to_string(n) + " frees an address that is not live");
+      }
+    }
+    std::fclose(f);
+    std::remove(path.c_str());
+    if (!live.empty()) fail("the trace leaves addresses live after everything was freed");
+    std::printf("cachalot_stress: trace of %llu lines is in ownership order\n",
+                static_cast<unsigned long long>(n));
   }
 
   void hold(stream_t s) {
@@ -291,6 +372,9 @@ options parse(int argc, char** argv) {
       o.seed = value();
     } else if (arg == "--checked") {
       o.checked = true;
+    } else if (arg == "--trace") {
+      if (i + 1 >= argc) fail("missing value after --trace");
+      o.trace = argv[++i];
     } else {
       fail("unknown argument " + arg);
     }

@@ -1,0 +1,64 @@
+// Test support: a backend that forwards every call to another and runs a test's hook inside
+// chosen calls. A hook runs while the engine is inside its cold path, between the steps of a
+// free, a release or a growth, so that a test can put another thread's call (or a stats read)
+// exactly into a window that a race would need luck to hit.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cachalot/backend.hpp"
+
+namespace cachalot::testing {
+
+/// Forwards to `inner`; each hook that is set runs inside the call it names.
+class hooked_backend final : public device_backend {
+ public:
+  explicit hooked_backend(std::shared_ptr<device_backend> inner) : inner_(std::move(inner)) {}
+
+  std::function<void(void*, std::size_t)> on_free_segment;     ///< before free_segment
+  std::function<void(void*, std::size_t)> after_free_segment;  ///< after a successful one
+  std::function<void(event_t, stream_t)> on_record_event;      ///< before record_event
+  std::function<void(std::size_t)> on_allocate_segment;        ///< before allocate_segment
+
+  std::string name() const override { return inner_->name(); }
+  int device() const override { return inner_->device(); }
+  void* allocate_segment(std::size_t bytes, stream_t stream) override {
+    if (on_allocate_segment) on_allocate_segment(bytes);
+    return inner_->allocate_segment(bytes, stream);
+  }
+  void free_segment(void* ptr, std::size_t bytes) override {
+    if (on_free_segment) on_free_segment(ptr, bytes);
+    inner_->free_segment(ptr, bytes);
+    if (after_free_segment) after_free_segment(ptr, bytes);
+  }
+  event_t create_event() override { return inner_->create_event(); }
+  void destroy_event(event_t event) override { inner_->destroy_event(event); }
+  void record_event(event_t event, stream_t stream) override {
+    if (on_record_event) on_record_event(event, stream);
+    inner_->record_event(event, stream);
+  }
+  bool query_event(event_t event) override { return inner_->query_event(event); }
+  void synchronize_event(event_t event) override { inner_->synchronize_event(event); }
+  void synchronize_device() override { inner_->synchronize_device(); }
+  device_memory_info memory_info() override { return inner_->memory_info(); }
+  bool is_capturing(stream_t stream) override { return inner_->is_capturing(stream); }
+  std::size_t segment_alignment() const override { return inner_->segment_alignment(); }
+  bool host_accessible() const override { return inner_->host_accessible(); }
+  bool supports_virtual_memory() const override { return inner_->supports_virtual_memory(); }
+  std::size_t vm_granularity() const override { return inner_->vm_granularity(); }
+  void* reserve_address_range(std::size_t bytes) override {
+    return inner_->reserve_address_range(bytes);
+  }
+  void release_address_range(void* base, std::size_t bytes) override {
+    inner_->release_address_range(base, bytes);
+  }
+  bool map_chunk(void* addr, std::size_t bytes) override { return inner_->map_chunk(addr, bytes); }
+  void unmap_chunk(void* addr, std::size_t bytes) override { inner_->unmap_chunk(addr, bytes); }
+
+ private:
+  std::shared_ptr<device_backend> inner_;
+};
+
+}  // namespace cachalot::testing
