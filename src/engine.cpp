@@ -59,6 +59,13 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   poison_ = debug_ && caching_ && backend_->host_accessible();
   slow_free_ = !caching_ || debug_;
   alloc_hooks_ = tracer_ != nullptr || poison_;
+  rounding_ =
+      std::any_of(cfg_.roundup_power2_divisions.begin(), cfg_.roundup_power2_divisions.end(),
+                  [](std::uint32_t d) { return d > 1; });
+  max_cached_ = cfg_.max_cached;
+  cap_idle_ = caching_ && max_cached_ != SIZE_MAX;
+  free_hooks_ = tracer_ != nullptr || cap_idle_;
+  start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 
 engine::~engine() {
@@ -83,13 +90,21 @@ engine::~engine() {
     for (segment* seg = ss->segments; seg != nullptr;) {
       segment* next = seg->next;
       try {
-        backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+        if (!arena_ || !arena_->contains(seg->base)) {  // the reserve goes back whole, below
+          backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+        }
       } catch (...) {
       }
       delete seg;
       seg = next;
     }
     ss->segments = nullptr;
+  }
+  if (arena_) {
+    try {
+      backend_->free_segment(reinterpret_cast<void*>(arena_->base()), arena_->size());
+    } catch (...) {
+    }
   }
   if (tracer_) tracer_->flush();
 }

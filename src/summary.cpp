@@ -91,6 +91,17 @@ std::string engine::memory_summary() const {
                            s.num_oversize_allocs, s.num_deferred_frees, s.num_pending_blocks));
   line(out, detail::format("Free blocks cached: {}, largest free block: {}", s.num_free_blocks,
                            format_bytes(s.largest_free_block)));
+  if (arena_) {
+    const std::size_t uncarved = arena_->free_bytes();
+    line(out, detail::format("Reserve (taken at start, kept until the allocator ends): {}; {} in "
+                             "segments, {} not carved (device memory held, not in the table)",
+                             format_bytes(arena_->size()), format_bytes(arena_->size() - uncarved),
+                             format_bytes(uncarved)));
+  }
+  if (cfg_.max_cached != SIZE_MAX) {
+    line(out, detail::format("Idle cached segments capped at {} (max_cached)",
+                             format_bytes(cfg_.max_cached)));
+  }
   if (cfg_.debug) {
     line(out, detail::format("Checked mode: on; use-after-free writes detected: {}",
                              s.num_use_after_free_writes));

@@ -5,6 +5,12 @@
 #include "cachalot/cachalot.h"
 #include "cachalot/version.h"
 
+static int never_retry(size_t bytes, void* stream, void* user_data) {
+  (void)bytes;
+  (void)stream;
+  return user_data != NULL;
+}
+
 int main(void) {
   cachalot_allocator* a = NULL;
   void* p = NULL;
@@ -14,6 +20,7 @@ int main(void) {
     fprintf(stderr, "create failed: %s\n", cachalot_last_error());
     return 1;
   }
+  if (cachalot_set_oom_callback(a, never_retry, NULL, 1) != CACHALOT_SUCCESS) return 7;
   if (cachalot_malloc(a, &p, 1000, NULL) != CACHALOT_SUCCESS || p == NULL) return 2;
   if (cachalot_get_stats(a, &s) != CACHALOT_SUCCESS || s.allocated_bytes != 1024) return 3;
   if (cachalot_free(a, p, NULL) != CACHALOT_SUCCESS) return 4;

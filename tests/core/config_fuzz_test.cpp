@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -15,14 +16,21 @@ namespace {
 
 TEST(ConfigFuzz, ValidConfigsRunCleanOnTheEngine) {
   std::mt19937 rng(20261130);
-  int valid = 0;
   constexpr int inputs = 1000;
+  std::map<unsigned, int> reached;  // feature -> inputs that ran with it
   for (int i = 0; i < inputs; ++i) {
     std::vector<std::uint8_t> data(64 + rng() % 1200);
     for (std::uint8_t& b : data) b = static_cast<std::uint8_t>(rng());
-    if (engine_fuzz::run(data.data(), data.size())) ++valid;
+    const unsigned features = engine_fuzz::run(data.data(), data.size());
+    for (unsigned f = 1; f <= engine_fuzz::passthrough; f <<= 1) {
+      if ((features & f) != 0) ++reached[f];
+    }
   }
-  EXPECT_GT(valid, inputs / 3) << "most generated configs should be valid";
+  EXPECT_GT(reached[engine_fuzz::ran], inputs / 3) << "most generated configs should be valid";
+  for (unsigned f : {engine_fuzz::used_reserve, engine_fuzz::used_max_cached,
+                     engine_fuzz::used_divisions, engine_fuzz::passthrough}) {
+    EXPECT_GE(reached[f], 20) << "feature " << f << " reached by too few inputs";
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // correctly, whatever the relation between its size keys). Input bytes choose a config from
 // wide ranges of every size key (granularity 256 B to 16 KiB, segments from one granule to
 // thousands, max_split_size near the segment sizes or none, gc_threshold, memory limits near a
-// segment, roundup_power2_divisions per range, checked and pass-through modes); a config that
+// segment, roundup_power2_divisions per range, a reserve, a cap on idle segments, checked and
+// pass-through modes); a config that
 // config::validate() refuses is skipped, one that it accepts must round-trip through its string
 // and then serve a sequence of allocations and frees sized around its own boundaries (the
 // granularity, small_size, mid_size, max_split_size, the segments), on four streams of a
@@ -11,8 +12,9 @@
 // end everything is freed and the device must hold nothing.
 //
 // Used by the libFuzzer target (fuzz_engine.cpp) and by a seeded test in the normal suite
-// (core/config_fuzz_test.cpp). run() returns false for a skipped (invalid) config and aborts
-// with a message on any violation.
+// (core/config_fuzz_test.cpp). run() returns 0 for a skipped (invalid) config, else ran | the
+// features the config used (so that the seeded test can show it reached each), and aborts with a
+// message on any violation.
 #pragma once
 
 #include <algorithm>
@@ -105,17 +107,28 @@ inline config choose_config(bytes& in) {
   const std::uint8_t modes = in.u8();
   c.debug = (modes & 1) != 0;
   c.caching = (modes & 6) != 0;  // pass-through one time in four
+  if ((modes & 24) == 8) c.reserve = g * in.below(static_cast<std::size_t>(c.capacity / g / 2) + 1);
+  if ((modes & 96) == 32) c.max_cached = in.below(2 * biggest + 1);
   return c;
 }
 
-/// Runs one input. False when the chosen config is invalid (nothing to run).
-inline bool run(const std::uint8_t* data, std::size_t size) {
+/// What run() reports.
+enum : unsigned {
+  ran = 1,
+  used_reserve = 2,
+  used_max_cached = 4,
+  used_divisions = 8,
+  passthrough = 16
+};
+
+/// Runs one input. 0 when the chosen config is invalid (nothing to run).
+inline unsigned run(const std::uint8_t* data, std::size_t size) {
   bytes in(data, size);
   const config cfg = choose_config(in);
   try {
     cfg.validate();
   } catch (const invalid_argument&) {
-    return false;
+    return 0;
   }
   const config back = config::parse(cfg.to_string());
   ENGINE_FUZZ_CHECK(back == cfg, "round trip changed %s into %s", cfg.to_string().c_str(),
@@ -133,7 +146,7 @@ inline bool run(const std::uint8_t* data, std::size_t size) {
     // Only the resolved form of a memory_fraction may be refused at start (below a segment).
     ENGINE_FUZZ_CHECK(cfg.memory_fraction > 0, "a valid config failed to start: %s",
                       cfg.to_string().c_str());
-    return false;
+    return 0;
   }
   const std::size_t boundaries[] = {
       cfg.granularity,
@@ -145,9 +158,26 @@ inline bool run(const std::uint8_t* data, std::size_t size) {
   std::unordered_map<void*, std::size_t> live;
   std::unordered_map<void*, stream_t> stream_of;
   const auto check = [&](const char* after) {
-    const std::string e = check_invariants(*a, sim.get(), live);
+    // With a reserve the device holds the reserve plus the segments outside it: not reserved.
+    const std::string e = check_invariants(*a, cfg.reserve == 0 ? sim.get() : nullptr, live);
+    if (cfg.reserve != 0) {
+      const std::uint64_t used = sim->counters().used_bytes;
+      const std::uint64_t reserved = a->stats().reserved_bytes.all.current;
+      ENGINE_FUZZ_CHECK(used >= cfg.reserve && used - cfg.reserve <= reserved && reserved <= used,
+                        "after %s: device holds %llu with a reserve of %zu, reserved %llu", after,
+                        static_cast<unsigned long long>(used), cfg.reserve,
+                        static_cast<unsigned long long>(reserved));
+    }
     ENGINE_FUZZ_CHECK(e.empty(), "after %s: %s; config %s", after, e.c_str(),
                       cfg.to_string().c_str());
+    if (cfg.max_cached != SIZE_MAX && cfg.caching) {  // idle (wholly free) segments capped
+      std::uint64_t idle = 0;
+      for (const segment_info& seg : a->snapshot().segments) {
+        if (seg.blocks.size() == 1 && seg.blocks[0].state == block_state::free) idle += seg.size;
+      }
+      ENGINE_FUZZ_CHECK(idle <= cfg.max_cached, "after %s: %llu idle bytes over max_cached %zu",
+                        after, static_cast<unsigned long long>(idle), cfg.max_cached);
+    }
     const memory_stats s = a->stats();
     for (const pool_stats* p : {&s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
                                 &s.requested_bytes, &s.inactive_split_bytes}) {
@@ -238,8 +268,18 @@ inline bool run(const std::uint8_t* data, std::size_t size) {
   live.clear();
   check("drain");
   ENGINE_FUZZ_CHECK(a->stats().reserved_bytes.all.current == 0, "reserved after drain");
-  ENGINE_FUZZ_CHECK(sim->counters().live_segments == 0, "device segments after drain");
-  return true;
+  ENGINE_FUZZ_CHECK(sim->counters().live_segments == (cfg.reserve != 0 ? 1u : 0u),
+                    "device segments after drain");
+  a.reset();
+  ENGINE_FUZZ_CHECK(sim->counters().live_segments == 0, "device segments after destruction");
+  unsigned features = ran;
+  if (cfg.reserve != 0) features |= used_reserve;
+  if (cfg.max_cached != SIZE_MAX) features |= used_max_cached;
+  if (cfg.roundup_power2_divisions != decltype(cfg.roundup_power2_divisions){}) {
+    features |= used_divisions;
+  }
+  if (!cfg.caching) features |= passthrough;
+  return features;
 }
 
 }  // namespace cachalot::testing::engine_fuzz
