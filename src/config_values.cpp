@@ -271,11 +271,11 @@ std::string format_divisions(const std::array<std::uint32_t, config::roundup_int
   while (lead + 1 < d.size() && d[lead + 1] == d[0]) ++lead;
   std::size_t tail = d.size() - 1;
   while (tail > lead + 1 && d[tail - 1] == d.back()) --tail;
-  std::string s = "[" + detail::format("{}:{}", std::uint64_t{1} << lead, d[0]);
+  std::string s = detail::format("[{}:{}", std::uint64_t{1} << lead, d[0]);
   for (std::size_t i = lead + 1; i < tail; ++i)
     s += detail::format(",{}:{}", std::uint64_t{1} << i, d[i]);
   if (tail > lead) s += detail::format(",>:{}", d.back());
-  return s + "]";
+  return s.append("]");
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

@@ -141,22 +141,26 @@ std::string shortest(double v) {
   for (std::size_t k = 0; k < epos; ++k) {
     if (e[k] >= '0' && e[k] <= '9') mantissa += e[k];
   }
-  const std::string sign = e[0] == '-' ? "-" : "";
+  // Built by appending only (GCC 12 at -O3 warns wrongly on some string concatenations).
+  std::string r;
+  if (e[0] == '-') r += '-';
   if (exponent < -4 || exponent >= 16) {
-    std::string r = sign + mantissa.substr(0, 1);
-    if (mantissa.size() > 1) r += "." + mantissa.substr(1);
+    r += mantissa[0];
+    if (mantissa.size() > 1) r.append(".").append(mantissa, 1, std::string::npos);
     std::snprintf(buf, sizeof buf, "e%c%02d", exponent < 0 ? '-' : '+',
                   exponent < 0 ? -exponent : exponent);
-    return r + buf;
+    return r.append(buf);
   }
   if (exponent < 0) {
-    return sign + "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + mantissa;
+    r.append("0.").append(static_cast<std::size_t>(-exponent - 1), '0');
+    return r.append(mantissa);
   }
   const auto int_digits = static_cast<std::size_t>(exponent) + 1;
   if (mantissa.size() <= int_digits) {
-    return sign + mantissa + std::string(int_digits - mantissa.size(), '0');
+    return r.append(mantissa).append(int_digits - mantissa.size(), '0');
   }
-  return sign + mantissa.substr(0, int_digits) + "." + mantissa.substr(int_digits);
+  r.append(mantissa, 0, int_digits).append(".");
+  return r.append(mantissa, int_digits, std::string::npos);
 }
 
 void floating(std::string& out, const spec& s, long double value) {
