@@ -128,7 +128,7 @@ def frag_cell(r):
 
 def replay_table(title, replays):
     lines = [title]
-    head = "%-16s %7s %9s %9s %9s %9s %6s %4s %9s %7s | %6s %8s | %15s" % (
+    head = "%-18s %7s %9s %9s %9s %9s %6s %4s %9s %7s | %6s %8s | %15s" % (
         "trace", "ops", "capacity", "peak req", "peak all", "peak res", "frag", "OOM",
         "seg a/f", "ns/op", "p-frag", "p-ns/op", "min capacity")
     lines += [head, "-" * len(head)]
@@ -136,8 +136,8 @@ def replay_table(title, replays):
     for r in replays:
         b = r.get("baseline")
         name = os.path.basename(r["trace"])
-        lines.append("%-16s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f | %6s %8s | %15s" % (
-            name[:16], r["ops"], gib(r["capacity_bytes"]), gib(r["peak_requested_bytes"]),
+        lines.append("%-18s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f | %6s %8s | %15s" % (
+            name[:18], r["ops"], gib(r["capacity_bytes"]), gib(r["peak_requested_bytes"]),
             gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), frag_cell(r),
             r["ooms"], "%d/%d" % (r["segment_allocs"], r["segment_frees"]), r["ns_per_op"],
             frag_cell(b), "%.1f" % b["ns_per_op"] if b else "-", min_capacity_cell(r)))

@@ -245,7 +245,7 @@ std::string format_bytes(std::size_t bytes) {
 
 std::size_t round_request(std::size_t bytes, std::size_t granularity,
                           std::uint32_t divisions) noexcept {
-  if (divisions < 2 || (bytes + divisions - 1) / divisions <= granularity) {
+  if (divisions < 2 || bytes > SIZE_MAX / 2 || (bytes + divisions - 1) / divisions <= granularity) {
     return (bytes + granularity - 1) & ~(granularity - 1);
   }
   if (is_pow2(bytes)) return bytes;

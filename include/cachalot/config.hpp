@@ -153,8 +153,8 @@ std::size_t parse_size(std::string_view text);
 
 /// PyTorch's rounding of a request (roundup_power2_divisions): `bytes` rounded up to the next
 /// multiple of 2^floor(log2(bytes)) / `divisions` (a power of two rounded down), or to
-/// `granularity` when `divisions` < 2 or `bytes` <= granularity x divisions. `granularity` is
-/// a power of two; `bytes` at most SIZE_MAX / 2.
+/// `granularity` when `divisions` < 2 or `bytes` <= granularity x divisions (or above
+/// SIZE_MAX / 2, which no device holds). `granularity` is a power of two.
 std::size_t round_request(std::size_t bytes, std::size_t granularity,
                           std::uint32_t divisions) noexcept;
 
