@@ -224,6 +224,9 @@ TEST(config, RoundRequestFollowsPyTorch) {
   EXPECT_EQ(round_request(9 * MiB, 512, 8), 9 * MiB);
   EXPECT_EQ(round_request(9 * MiB + 1, 512, 8), 10 * MiB);
   EXPECT_EQ(round_request(1, 512, 8), 512u);
+  // Beyond any device: plain rounding, no overflow (such a request then fails as impossible).
+  EXPECT_EQ(round_request(SIZE_MAX / 2 + 1, 512, 4), SIZE_MAX / 2 + 1);
+  EXPECT_EQ(round_request(SIZE_MAX - 1100, 512, 4), SIZE_MAX - 1023);
   for (std::size_t bytes = 1; bytes < 64 * MiB; bytes = bytes * 3 + 7) {
     for (std::uint32_t d : {2u, 4u, 16u, 1024u}) {
       const std::size_t r = round_request(bytes, 512, d);

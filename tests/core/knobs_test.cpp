@@ -77,6 +77,14 @@ TEST(RoundupPower2Divisions, PerRangeFormAndOffByDefault) {
   EXPECT_EQ(f.invariants(), "");
 }
 
+TEST(RoundupPower2Divisions, ImpossibleSizesStillFailCleanly) {
+  fixture f("roundup_power2_divisions:4");
+  for (std::size_t n : {SIZE_MAX, SIZE_MAX / 2 + 12345, SIZE_MAX / 4 * 3, 2 * GiB}) {
+    EXPECT_THROW(f.alloc->allocate(n), out_of_memory) << n;
+  }
+  EXPECT_EQ(f.invariants(), "");
+}
+
 TEST(RoundupPower2Divisions, VaryingSizesReuseOneBlock) {
   // Sizes between 16 and 20 MiB all round to 20 MiB with 4 divisions: after the first, every
   // allocation reuses the cached block instead of a new segment.
