@@ -22,7 +22,8 @@ docs", explains them to writers):
                     headers; tensorrt: NvInfer.h); otherwise reported as skipped, with why.
 
 C++ blocks compile as C++17 (the public headers' standard), C blocks as C99, with warnings shown
-but not fatal. C blocks are also linked against libcachalot.so. Exit status: 0 when every block
+but not fatal. C fragments are also linked against libcachalot.so (complete C blocks, which
+need not have a main, are compiled only). Exit status: 0 when every block
 compiled or was skipped for a stated reason, 1 otherwise.
 
 usage: check_doc_snippets.py --cxx CXX --cc CC --include DIR... --shared LIB
@@ -125,8 +126,10 @@ def command(args, lang, opts, src, out):
     needs = opts["needs"]
     if needs == "cuda":
         return [args.nvcc, "-std=c++17", "-x", "cu", "-c", src, "-o", out] + incs
-    if lang == "c":
+    if lang == "c" and opts["fragment"]:
         return [args.cc, "-std=c99", "-Wall", "-Wextra", src, "-o", out, args.shared] + incs
+    if lang == "c":
+        return [args.cc, "-std=c99", "-Wall", "-Wextra", "-c", src, "-o", out] + incs
     cmd = [args.cxx, "-std=c++17", "-Wall", "-Wextra", "-fsyntax-only", src] + incs
     if needs == "cccl":
         cmd += ["-isystem", args.cccl] + ["-isystem" + d for d in args.cuda_include]
