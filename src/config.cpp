@@ -132,7 +132,9 @@ void set_max_split_size_mb(config& c, std::string_view v) {
 }
 
 double threshold_of(std::string_view v, std::string_view key) {
-  return iequals(v, "0") || iequals(v, "off") ? 0.0 : detail::parse_fraction(v, key);
+  const bool zero = v.find_first_not_of("0.") == std::string_view::npos &&
+                    v.find('0') != std::string_view::npos && v.find('.') == v.rfind('.');
+  return iequals(v, "off") || zero ? 0.0 : detail::parse_fraction(v, key);  // 0, 0.0: off
 }
 
 /// Sets the field `key` names. @throws invalid_argument

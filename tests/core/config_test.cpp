@@ -134,6 +134,16 @@ TEST(config, MemoryLimitMustHoldASegment) {
   EXPECT_NO_THROW((void)config::parse("memory_limit:4KiB,caching:0"));  // pass-through
 }
 
+TEST(config, GcThresholdOffInAnyForm) {
+  for (const char* off : {"gc_threshold:0", "gc_threshold:0.0", "gc_threshold:off",
+                          "garbage_collection_threshold:0"}) {
+    EXPECT_EQ(config::parse(off).gc_threshold, 0.0) << off;
+  }
+  EXPECT_DOUBLE_EQ(config::parse("gc_threshold:0.5").gc_threshold, 0.5);
+  EXPECT_FALSE(error_of("gc_threshold:1.5").empty());
+  EXPECT_FALSE(error_of("gc_threshold:.").empty());
+}
+
 TEST(config, MemoryLimitAndFractionAreOneSetting) {
   const std::string e = error_of("memory_fraction:0.5,memory_limit:1GiB");
   EXPECT_NE(e.find("same setting"), std::string::npos) << e;
