@@ -80,11 +80,14 @@ std::string_view setting_of(std::string_view key) {
   }
   std::string_view best;
   std::size_t best_distance = SIZE_MAX;
-  for (const char* k : known_keys) {
+  const std::size_t near = std::max<std::size_t>(2, key.size() / 3);  // "did you mean" distance
+  for (const std::string_view k : known_keys) {
+    const std::size_t gap = k.size() > key.size() ? k.size() - key.size() : key.size() - k.size();
+    if (gap > near) continue;  // at least that many edits apart
     const std::size_t d = detail::edit_distance(key, k);
     if (d < best_distance) best = k, best_distance = d;
   }
-  if (best_distance <= std::max<std::size_t>(2, key.size() / 3)) {
+  if (best_distance <= near) {
     CACHALOT_FAIL(invalid_argument, "config: unknown key '{}'; did you mean '{}'?", key, best);
   }
   std::string all;
