@@ -4,8 +4,8 @@
 #   build-gpu/bin/   the GPU test binaries, the driver-backend checks (cachalot_gpu_driver_check,
 #                    cachalot_driver_abi_test), the examples and tools/gpu_hotpath (sm_90),
 #                    linked with a static libstdc++/libgcc so they run on any recent glibc;
-#   build-gpu/lib/   libcachalot.so (and .so.0, the SONAME the test binaries need); it links
-#                    nothing CUDA and loads the driver (libcuda.so.1) at run time;
+#   build-gpu/lib/   libcachalot.so (and a copy named by its SONAME, which the test binaries need);
+#                    it links nothing CUDA and loads the driver (libcuda.so.1) at run time;
 #   build-gpu/deps/  fmt headers with a minimal fmt-config.cmake and the GoogleTest sources,
 #                    so that gpu-check.sh can rebuild everything with the GPU machine's own
 #                    toolkit when the carried binaries' CUDA runtime is newer than its driver;
@@ -39,7 +39,8 @@ ninja -C "$TREE" -j"$JOBS" "${targets[@]}"
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/deps/fmt/include"
 cp -L "$TREE/src/libcachalot.so" "$BUNDLE/lib/libcachalot.so"
-cp -L "$TREE/src/libcachalot.so" "$BUNDLE/lib/libcachalot.so.0"
+soname=$(readelf -d "$TREE/src/libcachalot.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+cp -L "$TREE/src/libcachalot.so" "$BUNDLE/lib/${soname:-libcachalot.so.0}"
 for t in "${targets[@]}"; do
   [[ $t == cachalot_shared ]] && continue
   f=$(find "$TREE" -type f -name "$t" -perm -u+x | head -n 1)

@@ -4,7 +4,7 @@
 # to <prefix>-fuzz/corpus-<target>, never into the repository; a crash is saved as
 # <prefix>-fuzz/artifacts/<target>-crash-* and fails the script (add it under
 # tests/fuzz/regressions/<target>/ with a name, plus a named test, once fixed).
-#   scripts/fuzz.sh [ops|config|all]        (default all)
+#   scripts/fuzz.sh [ops|config|engine|all]        (default all)
 # Environment: BUILD_PREFIX (default <repo>/build), JOBS (default 2), FUZZ_SECONDS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +19,7 @@ cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" -DCACHALOT_FUZZ=ON \
   -DCACHALOT_SANITIZE=address,undefined -DCACHALOT_CUDA=OFF \
   -DCACHALOT_BUILD_BENCHMARKS=OFF -DCACHALOT_BUILD_EXAMPLES=OFF >/dev/null
-targets=(ops config)
+targets=(ops config engine)
 [[ $which != all ]] && targets=("$which")
 cmake --build "$dir" -j "$jobs" --target "${targets[@]/#/cachalot_fuzz_}"
 

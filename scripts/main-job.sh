@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cachalot's main job: build Release, run a fast subset of the benchmarks (cachalot and its
-# baselines in one binary) and replay the bundled traces, then print ONE report: every figure
-# with its ratio to the baselines, the replays, and the targets met or missed. Plots (SVG) go
-# to out/plots/. Runs on the GPU when there is one, else on the simulated device, and says so.
+# baselines in one binary) and replay the bundled traces (with the smallest capacity each needs),
+# then print ONE report: every figure with its ratio to the baselines, the replays, and the
+# targets met or missed. Plots (SVG) go to out/plots/. Runs on the GPU when there is one, else
+# on the simulated device, and says so. Afterwards `cmake --install build-release` installs it.
 #
 # Environment: BUILD_DIR (build-release), OUT_DIR (out), JOBS (nproc), BENCH_MIN_TIME (0.25 s),
 # BENCH_REPETITIONS (3), BENCH_FILTER (a regex; FULL=1 runs every benchmark).
@@ -19,39 +20,16 @@ FILTER=${BENCH_FILTER:-'^(hot_pair|many_holes|no_holes|threads_own_stream|thread
 say() { echo "main-job: $*" >&2; }
 have() { command -v "$1" >/dev/null 2>&1; }
 
-apt_install() {  # quietly, when we may; otherwise say what is missing
-  if have apt-get && [ "$(id -u)" = 0 ]; then
-    say "installing $*"
-    apt-get install -y -qq "$@" >/dev/null 2>&1 ||
-      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$@" >/dev/null 2>&1; } ||
-      { say "could not install $*"; exit 1; }
-  else
-    say "missing: $* (install them, then rerun)"
-    exit 1
-  fi
-}
-
-install_prerequisites() {
-  local pkgs=()
-  have cmake || pkgs+=(cmake)
-  have python3 || pkgs+=(python3)
-  have g++ || pkgs+=(g++)
-  [ -e /usr/include/fmt/format.h ] || [ -e /usr/local/include/fmt/format.h ] || pkgs+=(libfmt-dev)
-  [ -e /usr/include/benchmark/benchmark.h ] || [ -e /usr/local/include/benchmark/benchmark.h ] ||
-    pkgs+=(libbenchmark-dev)
-  if [ ${#pkgs[@]} -gt 0 ]; then apt_install "${pkgs[@]}"; fi
-  return 0
-}
-
 build() {
   local gen=()
   have ninja && gen=(-G Ninja)
   mkdir -p "$OUT"
   say "building Release in $BUILD (log: $OUT/build.log)"
+  # Everything the configuration has (the library, both its forms, the benchmarks and the
+  # tools), so that `cmake --install $BUILD` works afterwards.
   if ! { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCACHALOT_BUILD_TESTS=OFF \
            -DCACHALOT_BUILD_EXAMPLES=OFF -DCACHALOT_BUILD_BENCHMARKS=ON &&
-         cmake --build "$BUILD" -j "$JOBS" --target cachalot_bench cachalot-replay; } \
-       >"$OUT/build.log" 2>&1; then
+         cmake --build "$BUILD" -j "$JOBS"; } >"$OUT/build.log" 2>&1; then
     tail -n 40 "$OUT/build.log" >&2
     say "build failed"
     exit 1
@@ -69,8 +47,8 @@ replay_traces() {
   local replay="$BUILD/tools/cachalot-replay" traces=(bench/traces/*.csv)
   mkdir -p "$OUT/plots"
   say "replaying ${#traces[@]} bundled traces"
-  "$replay" --json --repeat 5 --capacity-factor 1.2 --plot "$OUT/plots/trace.svg" "${traces[@]}" \
-    >"$OUT/replay-1.2x.jsonl"
+  "$replay" --json --repeat 5 --capacity-factor 1.2 --min-capacity --plot "$OUT/plots/trace.svg" \
+    "${traces[@]}" >"$OUT/replay-1.2x.jsonl"
   "$replay" --json --repeat 5 --capacity-factor 2 "${traces[@]}" >"$OUT/replay-2x.jsonl"
   if [ "$GPU" = 1 ]; then
     "$replay" --json --repeat 5 --config backend:cuda "${traces[@]}" >"$OUT/replay-gpu.jsonl"
@@ -79,7 +57,7 @@ replay_traces() {
 
 main() {
   local start=$SECONDS
-  install_prerequisites
+  scripts/setup-deps.sh
   build
   run_benchmarks
   GPU=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["context"].get("cachalot_backend") == "cuda"))' "$OUT/bench.json")

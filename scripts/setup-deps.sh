@@ -1,26 +1,53 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks to build cachalot: Debian's libfmt-dev (GoogleTest,
-# Google Benchmark, CMake, Ninja and the CUDA toolkit are expected to be present; each is
-# installed through apt-get if missing and the package exists), and for the Python package's
-# tests Debian's python3-pytest, python3-pip, python3-setuptools and python3-wheel (for
-# /usr/bin/python3; CTest runs pytest with the first interpreter that has it).
+# Installs what a fresh Debian-like machine lacks to build and test cachalot and to run its
+# main job: the one setup path of scripts/test.sh and scripts/main-job.sh. Each entry below is
+# one package and the check that says it is present; missing ones are installed with apt-get
+# (as root, or through sudo). The CUDA toolkit is optional and never installed here. The Python package's tests
+# need Debian's python3-pytest, python3-pip, python3-setuptools and python3-wheel for
+# /usr/bin/python3 (CTest runs pytest with the first interpreter that has it).
 set -euo pipefail
+
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_file() { local f; for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
+
+# package | check (a shell command that succeeds when the package is present)
+packages=(
+  "cmake|have_cmd cmake"
+  "ninja-build|have_cmd ninja"
+  "g++|have_cmd g++"
+  "python3|have_cmd python3"
+  "pkg-config|have_cmd pkg-config"
+  "libfmt-dev|have_file /usr/include/fmt/format.h /usr/local/include/fmt/format.h"
+  "libgtest-dev|have_file /usr/lib/x86_64-linux-gnu/cmake/GTest /usr/lib/cmake/GTest /usr/local/lib/cmake/GTest"
+  "libbenchmark-dev|have_file /usr/lib/x86_64-linux-gnu/cmake/benchmark /usr/lib/cmake/benchmark /usr/local/lib/cmake/benchmark"
+  "python3-pytest|/usr/bin/python3 -c 'import pytest' 2>/dev/null"
+  "python3-pip|/usr/bin/python3 -c 'import pip' 2>/dev/null"
+  "python3-setuptools|/usr/bin/python3 -c 'import setuptools' 2>/dev/null"
+  "python3-wheel|/usr/bin/python3 -c 'import wheel' 2>/dev/null"
+)
+
 need=()
-[ -f /usr/include/fmt/format.h ] || need+=(libfmt-dev)
-command -v cmake >/dev/null || need+=(cmake)
-command -v ninja >/dev/null || need+=(ninja-build)
-[ -d /usr/lib/x86_64-linux-gnu/cmake/GTest ] || [ -d /usr/lib/cmake/GTest ] || need+=(libgtest-dev)
-[ -d /usr/lib/x86_64-linux-gnu/cmake/benchmark ] || [ -d /usr/lib/cmake/benchmark ] || need+=(libbenchmark-dev)
-py=/usr/bin/python3
-[ -x $py ] || need+=(python3)
-for module in pytest pip setuptools wheel; do
-  [ -x $py ] && $py -c "import $module" 2>/dev/null || need+=("python3-$module")
+for entry in "${packages[@]}"; do
+  pkg=${entry%%|*}
+  check=${entry#*|}
+  eval "$check" || need+=("$pkg")
 done
-if [ ${#need[@]} -gt 0 ]; then
-  echo "setup: installing ${need[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq >/dev/null || true
-  $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+[ ${#need[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if have_cmd sudo; then
+    SUDO=sudo
+  else
+    echo "setup: missing ${need[*]}: install them (apt-get install ${need[*]}) and rerun" >&2
+    exit 1
+  fi
 fi
+if ! have_cmd apt-get; then
+  echo "setup: missing ${need[*]}, and no apt-get to install them with" >&2
+  exit 1
+fi
+echo "setup: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+  { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null; }

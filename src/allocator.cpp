@@ -60,5 +60,8 @@ const config& allocator::get_config() const noexcept {
 device_backend& allocator::backend() const noexcept {
   return engine_->backend();
 }
+void allocator::set_oom_callback(oom_callback callback, unsigned max_retries) {
+  engine_->set_oom_callback(std::move(callback), max_retries);
+}
 
 }  // namespace cachalot

@@ -12,6 +12,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
+#include "cachalot/version.h"
 #include "detail/c_error.hpp"
 #include "detail/snapshot_json.hpp"
 
@@ -281,6 +282,24 @@ const char* cachalot_status_string(cachalot_status s) {
 
 const char* cachalot_last_error(void) {
   return detail::last_error_text();
+}
+
+const char* cachalot_version(void) {
+  return CACHALOT_VERSION_STRING;
+}
+
+cachalot_status cachalot_set_oom_callback(cachalot_allocator* a, cachalot_oom_callback callback,
+                                          void* user_data, unsigned max_retries) {
+  return with(a, "cachalot_set_oom_callback", [&](allocator& x) {
+    if (callback == nullptr) return x.set_oom_callback({}, 0);
+    // A C callback cannot throw; if a C++ function registered here does, the exception ends in
+    // the cachalot_malloc that called it (a status, like every error of the C API).
+    x.set_oom_callback(
+        [callback, user_data](std::size_t bytes, stream_t stream) {
+          return callback(bytes, stream, user_data) != 0;
+        },
+        max_retries);
+  });
 }
 
 }  // extern "C"

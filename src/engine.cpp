@@ -15,7 +15,8 @@ std::atomic<std::uint64_t> next_engine_id{1};
 
 std::size_t resolve_limit(const config& cfg, std::size_t total) {
   if (cfg.memory_fraction > 0.0) {
-    return static_cast<std::size_t>(static_cast<long double>(total) * cfg.memory_fraction);
+    return std::max<std::size_t>(
+        1, static_cast<std::size_t>(static_cast<long double>(total) * cfg.memory_fraction));
   }
   return cfg.memory_limit;
 }
@@ -27,6 +28,9 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
       id_(next_engine_id.fetch_add(1, std::memory_order_relaxed)) {
   cfg_.validate();
   CACHALOT_EXPECTS(backend_ != nullptr, invalid_argument, "allocator: backend is null");
+  CACHALOT_EXPECTS(!cfg_.expandable_segments, not_supported,
+                   "config key 'expandable_segments': expandable segments (segments grown in place "
+                   "with the CUDA virtual memory API) are not built yet; set it to 0");
   device_total_ = backend_->memory_info().total;
   granularity_ = cfg_.granularity;
   small_size_ = cfg_.small_size;
@@ -34,7 +38,11 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   small_split_remainder_ = cfg_.small_split_remainder;
   large_split_remainder_ = cfg_.large_split_remainder;
   memory_limit_ = resolve_limit(cfg_, device_total_);
+  // get_config() keeps the resolved limit in bytes, so that its to_string() parses back to it;
+  // the resolved limit must still hold a segment (and the reserve).
   cfg_.memory_limit = memory_limit_;
+  cfg_.memory_fraction = 0.0;
+  cfg_.validate();
   gc_bytes_ =
       cfg_.gc_threshold <= 0.0
           ? 0
@@ -44,11 +52,20 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   caching_ = cfg_.caching;
   const std::size_t slack = std::max(cfg_.segment_rounding, cfg_.large_segment_size);
   max_request_ = std::numeric_limits<std::size_t>::max() - 2 * slack;
-  if (!cfg_.trace_file.empty()) tracer_ = std::make_unique<trace_writer>(cfg_.trace_file);
+  if (!cfg_.trace_file.empty()) {
+    tracer_ = std::make_unique<trace_writer>(cfg_.trace_path(backend_->device()));
+  }
   debug_ = cfg_.debug;
   poison_ = debug_ && caching_ && backend_->host_accessible();
   slow_free_ = !caching_ || debug_;
   alloc_hooks_ = tracer_ != nullptr || poison_;
+  rounding_ =
+      std::any_of(cfg_.roundup_power2_divisions.begin(), cfg_.roundup_power2_divisions.end(),
+                  [](std::uint32_t d) { return d > 1; });
+  max_cached_ = cfg_.max_cached;
+  cap_idle_ = caching_ && max_cached_ != SIZE_MAX;
+  free_hooks_ = tracer_ != nullptr || cap_idle_;
+  start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 
 engine::~engine() {
@@ -73,13 +90,21 @@ engine::~engine() {
     for (segment* seg = ss->segments; seg != nullptr;) {
       segment* next = seg->next;
       try {
-        backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+        if (!arena_ || !arena_->contains(seg->base)) {  // the reserve goes back whole, below
+          backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+        }
       } catch (...) {
       }
       delete seg;
       seg = next;
     }
     ss->segments = nullptr;
+  }
+  if (arena_) {
+    try {
+      backend_->free_segment(reinterpret_cast<void*>(arena_->base()), arena_->size());
+    } catch (...) {
+    }
   }
   if (tracer_) tracer_->flush();
 }
@@ -239,7 +264,9 @@ std::string engine::describe(std::uintptr_t addr) const {
       }
     }
   }
-  return fmt::format("{:#x} was not allocated by this allocator", addr);
+  return fmt::format(
+      "{:#x} is not a live allocation of this allocator (freed earlier, or never allocated here)",
+      addr);
 }
 
 }  // namespace cachalot::detail

@@ -21,6 +21,9 @@ std::size_t engine::segment_size_for(pool_kind pool, std::size_t rounded) const 
 }
 
 void* engine::grow(std::size_t bytes, stream_t stream) {
+  if (arena_) {  // carved from the reserve: no device call, room counted at start
+    if (void* p = arena_->carve(bytes)) return p;
+  }
   if (!gstats_.reserve_room(bytes, memory_limit_)) return nullptr;
   void* base = nullptr;
   try {
@@ -96,7 +99,8 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // 2. A new segment. Near the limit, cached segments nothing fits in are returned first
   // (largest first, only as many as needed), so that reserved memory stays close to what is in
   // use.
-  if (gc_bytes_ != 0 && gstats_.committed() + seg_size > gc_bytes_) {
+  if (gc_bytes_ != 0 && gstats_.committed() + seg_size > gc_bytes_ &&
+      !(arena_ && arena_->fits(seg_size))) {
     release_cached(gc_bytes_ > seg_size ? gc_bytes_ - seg_size : 0, true);
   }
   if (void* base = grow(seg_size, stream)) {
@@ -110,6 +114,10 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   if (void* base = grow(seg_size, stream)) {
     return add_segment(ss, pool, base, seg_size, rounded, requested);
   }
+  // 4. The user's out-of-memory callback may free memory and ask for a retry (engine_knobs.cpp).
+  if (has_oom_callback_.load(std::memory_order_acquire)) [[unlikely]] {
+    if (block* b = retry_after_oom_callback(ss, pool, rounded, requested)) return b;
+  }
   fail_oom(requested, stream, "the device cannot supply a new segment");
 }
 
@@ -118,6 +126,7 @@ void engine::fail_impossible(std::size_t bytes, stream_t stream) {
 }
 
 void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
+  if (quiet_oom()) throw oom_retry{};  // a retry the callback asked for: its caller decides
   gstats_.num_ooms.fetch_add(1, std::memory_order_relaxed);
   if (tracer_) tracer_->on_allocate_failure(bytes, stream);
   const memory_stats s = stats();
@@ -211,6 +220,7 @@ bool engine::free_claimed(block* b, stream_t last_used) {
   if (streams.empty()) {
     trace_free(b);  // before the block can be handed out again: the trace is in ownership order
     release_claimed(b);
+    if (cap_idle_) cap_idle(ss);
     return true;
   }
   defer_free(b, std::move(used_on), streams);
@@ -349,6 +359,7 @@ void engine::finish_pending(block* b) noexcept {
   }
   if (poison_) poison(b->addr, b->size);  // free from now on; nobody else reaches it yet
   complete_pending(ss, b);
+  if (cap_idle_) cap_idle(ss);
 }
 
 void engine::complete_pending(stream_state& ss, block* b) {
@@ -383,8 +394,9 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     ss.stats.apply(seg->pool, d);
     ++ss.stats.num_segment_frees;
   }
+  bool to_reserve = false;
   try {
-    backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+    return_segment(seg->base, seg->size, &to_reserve);  // to the reserve or the device
   } catch (...) {
     all_streams_lock all(*this, &ss);  // reserved rises back: the peaks may need raising
     ss.stats.undo(seg->pool, d);
@@ -397,7 +409,7 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     std::lock_guard<spinlock> lock(ss.lock);
     ss.nodes.release(b);
   }
-  gstats_.release_room(seg->size);
+  if (!to_reserve) gstats_.release_room(seg->size);
   delete seg;
   return true;
 }

@@ -87,7 +87,7 @@ struct simulated_device::impl {
   sim_event* event_of(event_t e) {
     auto* ev = static_cast<sim_event*>(e);
     CACHALOT_EXPECTS(events.count(ev) != 0, backend_error, "simulated device: unknown event {}",
-                     fmt::ptr(e));
+                     detail::ptr(e));
     return ev;
   }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -80,6 +81,19 @@ class allocator {
 
   /// The config in use (memory_fraction resolved into memory_limit).
   const config& get_config() const noexcept;
+
+  /// An out-of-memory callback (RMM's failure-callback adaptor): called with the size asked for
+  /// and its stream when an allocation cannot be served even after the allocator released its
+  /// own cache. Return true to retry the allocation (after freeing memory elsewhere), false to
+  /// let it fail with out_of_memory.
+  using oom_callback = std::function<bool(std::size_t bytes, stream_t stream)>;
+  /// Installs `callback` (an empty function removes it); each allocation is retried at most
+  /// `max_retries` times. Thread-safe. The callback runs on the allocating thread with no lock
+  /// of this allocator held: it may free memory, empty the cache or allocate (an allocation it
+  /// makes never calls it again). An exception it throws propagates out of allocate(), which
+  /// then has changed nothing. A size that no device or limit could ever hold fails at once,
+  /// without calling it.
+  void set_oom_callback(oom_callback callback, unsigned max_retries = 8);
   /// The device backend.
   device_backend& backend() const noexcept;
 

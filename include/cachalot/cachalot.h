@@ -196,6 +196,24 @@ CACHALOT_API const char* cachalot_status_string(cachalot_status s);
 /** This thread's message for its last failed call ("" if none). */
 CACHALOT_API const char* cachalot_last_error(void);
 
+/** The version of the loaded library, "MAJOR.MINOR.PATCH" (static storage). Compare with
+ *  CACHALOT_VERSION_STRING of cachalot/version.h, the version compiled against. */
+CACHALOT_API const char* cachalot_version(void);
+
+/** An out-of-memory callback: `bytes` asked for on `stream` could not be served even after the
+ *  allocator released its own cache. Return nonzero to retry the allocation (after freeing
+ *  memory elsewhere), 0 to let it fail with CACHALOT_ERROR_OUT_OF_MEMORY. */
+typedef int (*cachalot_oom_callback)(size_t bytes, void* stream, void* user_data);
+
+/** Installs `callback` (NULL removes it), called with `user_data` when an allocation of `a`
+ *  runs out of memory; each allocation is retried at most `max_retries` times. The callback
+ *  runs on the allocating thread with no lock of `a` held and may call cachalot_free,
+ *  cachalot_empty_cache or cachalot_malloc on `a` (an allocation it makes never calls it
+ *  again). A size no device or limit could ever hold fails without calling it. */
+CACHALOT_API cachalot_status cachalot_set_oom_callback(cachalot_allocator* a,
+                                                       cachalot_oom_callback callback,
+                                                       void* user_data, unsigned max_retries);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,10 +1,21 @@
 // Allocator configuration and its string form. The string is a comma-separated list of
 // `key:value` pairs, the same syntax as the CACHALOT_CONF environment variable, e.g.
-// "backend:simulated,capacity:80GiB,max_split_size:256MiB". Sizes accept the suffixes B, KiB,
-// MiB and GiB (and TiB); booleans accept 0/1/true/false. An unknown key, a missing value, a bad
-// unit or an overflowing number is an invalid_argument naming the key and the value.
+// "backend:simulated,capacity:80GiB,max_split_size:256MiB". docs/usage.md has the reference
+// table of every key.
+//
+// Sizes: a number with a unit, binary (B, KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB:
+// powers of 1000), units case-insensitive; a fraction such as 1.5GiB is rounded down to a whole
+// byte. The keys that size device memory (capacity, memory_limit, max_split_size, reserve,
+// max_cached) need a unit: a bare number there is almost always a mistake (memory_limit:90
+// would be 90 bytes), so only a bare 0 is accepted. The size-class keys (granularity,
+// small_size, ...) also take bare byte counts. Booleans: 0/1, true/false, on/off, yes/no.
+// PyTorch's keys max_split_size_mb (MiB), garbage_collection_threshold, expandable_segments and
+// roundup_power2_divisions are accepted with PyTorch's meaning. An unknown key (with a "did you
+// mean"), a missing value, a bad unit, a negative or overflowing number, a key given twice and a
+// broken relation between keys are each an invalid_argument naming the key and the value.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,26 +55,61 @@ struct config {
   std::size_t large_split_remainder = 1 * MiB;  ///< key `large_split_min`: a large block is split
                                                 ///< only when more than this remains
 
-  /// key `max_split_size`: blocks at least this big are never split, and requests below it never
-  /// take them. SIZE_MAX (the default, "none" in strings) means every block may be split. Must be
-  /// larger than `large_segment_size`.
+  /// key `max_split_size` (PyTorch: `max_split_size_mb`, in MiB): blocks at least this big are
+  /// never split, and requests below it never take them. SIZE_MAX (the default, "none" in
+  /// strings) means every block may be split. Must be larger than `large_segment_size` and
+  /// `small_segment_size`.
   std::size_t max_split_size = SIZE_MAX;
 
-  /// key `memory_limit`: most bytes the allocator may reserve; 0 means no limit. A value in
-  /// percent ("90%") is a fraction of the device capacity, resolved when the allocator starts.
+  /// key `memory_limit`: most bytes the allocator may reserve; 0 ("none") means no limit. With
+  /// caching on it must hold a small and a large segment. A value in percent ("90%", "12.5%")
+  /// sets memory_fraction instead.
   std::size_t memory_limit = 0;
-  /// Fraction form of the memory limit (0 = not set); set by "memory_limit:NN%" or
-  /// `memory_fraction:0.9`.
+  /// key `memory_fraction`: the memory limit as a fraction of the device capacity, in (0, 1]
+  /// (0 = not set), resolved into memory_limit when the allocator starts. It names the same
+  /// setting as memory_limit: a string may give only one of them.
   double memory_fraction = 0.0;
 
-  /// key `gc_threshold`: when a new segment would take reserved memory above this fraction of
-  /// the memory limit (or of the device), cached segments that nothing fits in are returned
-  /// first, largest first, only as many as needed. 0 turns it off (then the cache is released
-  /// only when the device refuses a segment). Like PyTorch's garbage_collection_threshold, it
-  /// keeps reserved memory close to what is in use when memory is tight.
+  /// key `gc_threshold` (PyTorch: `garbage_collection_threshold`): when a new segment would
+  /// take reserved memory above this fraction of the memory limit (or of the device), cached
+  /// segments that nothing fits in are returned first, largest first, only as many as needed. 0
+  /// ("off") turns it off (then the cache is released only when the device refuses a segment).
+  /// Like PyTorch's garbage_collection_threshold, it keeps reserved memory close to what is in
+  /// use when memory is tight.
   double gc_threshold = 0.9;
 
+  /// Number of request-size intervals of `roundup_power2_divisions`: [0, 2 MiB), [2, 4 MiB),
+  /// [4, 8 MiB), ..., [16, 32 GiB), [32 GiB, ...), as in PyTorch.
+  static constexpr std::size_t roundup_intervals = 16;
+
+  /// key `roundup_power2_divisions` (PyTorch's): for requests in interval i (see
+  /// roundup_intervals), a value d > 1 rounds a request up to the next of d equal steps between
+  /// the powers of two around it (1200 B with 4 divisions: 1280 B), so that many distinct
+  /// dynamic sizes become few reusable ones; a request of at most `granularity` x d bytes, and a
+  /// value of 0 or 1, keep the plain granularity rounding. Strings: "4" (every interval) or
+  /// "[256:1,512:2,>:4]" (boundaries in MiB, powers of two: an entry B:d sets the interval of
+  /// requests in [B, 2B) MiB, the first entry also every interval below it, ">:d" every interval
+  /// after the last entry; an interval not covered keeps 0). All zero (the default): off.
+  std::array<std::uint32_t, roundup_intervals> roundup_power2_divisions{};
+
+  /// key `expandable_segments` (PyTorch's): grow segments in place with the CUDA virtual memory
+  /// API. Not built yet: an allocator with this set fails to start with not_supported.
+  bool expandable_segments = false;
+
+  /// key `reserve`: bytes taken from the device in one call when the allocator starts (RMM's
+  /// initial pool size). Segments of every stream and pool are then carved from it without a
+  /// device call, and a released segment goes back to it; the reserve itself is returned only
+  /// when the allocator is destroyed. It counts against memory_limit. 0: none.
+  std::size_t reserve = 0;
+
+  /// key `max_cached` (CUB's max_cached_bytes): most bytes the cache may keep in wholly free
+  /// (idle) segments; a free that takes idle bytes above it returns whole free segments to the
+  /// device, largest first. SIZE_MAX ("none", the default): no cap; 0: keep no idle segment.
+  std::size_t max_cached = SIZE_MAX;
+
   /// key `trace_file`: write every allocate and free to this CSV (RMM log format); empty: off.
+  /// `%d` in the path is replaced by the device ordinal (one file per device, e.g. for the
+  /// process-wide default allocators), `%%` by a percent sign; no other `%` is allowed.
   std::string trace_file;
   /// key `debug`: checked mode (extra validation of every free).
   bool debug = false;
@@ -78,17 +124,39 @@ struct config {
   /// @throws invalid_argument as parse()
   static config from_environment();
 
-  /// Checks the relations between fields (sizes are multiples of the granularity, ...).
+  /// Checks every field and the relations between fields (sizes are multiples of the
+  /// granularity, small segments stay below max_split_size, ...).
   /// @throws invalid_argument naming the offending field
   void validate() const;
 
-  /// The config in string form; `parse(to_string())` gives back an equal config.
+  /// The config in string form; `parse(to_string())` gives back an equal config. Only one of
+  /// memory_limit and memory_fraction may be set for that (an allocator's get_config() keeps
+  /// the resolved limit in bytes).
   std::string to_string() const;
+
+  /// The trace file of `device`: trace_file with `%d` replaced by the ordinal and `%%` by `%`.
+  std::string trace_path(int device) const;
+
+  /// The divisions that apply to a request of `bytes` (roundup_power2_divisions).
+  std::uint32_t divisions_for(std::size_t bytes) const noexcept;
 };
 
-/// Parses a size such as "512", "4KiB", "2 MiB", "80GiB".
-/// @throws invalid_argument on a bad number, a bad unit or an overflow
+/// True if every field of `a` equals that of `b`.
+bool operator==(const config& a, const config& b) noexcept;
+/// True if some field differs.
+bool operator!=(const config& a, const config& b) noexcept;
+
+/// Parses a size such as "512", "4KiB", "2 MiB", "1.5GiB", "80GB" (decimal units are powers of
+/// 1000; a fraction is rounded down to a whole byte).
+/// @throws invalid_argument on a bad number, a negative one, a bad unit or an overflow
 std::size_t parse_size(std::string_view text);
+
+/// PyTorch's rounding of a request (roundup_power2_divisions): `bytes` rounded up to the next
+/// multiple of 2^floor(log2(bytes)) / `divisions` (a power of two rounded down), or to
+/// `granularity` when `divisions` < 2 or `bytes` <= granularity x divisions (or above
+/// SIZE_MAX / 2, which no device holds). `granularity` is a power of two.
+std::size_t round_request(std::size_t bytes, std::size_t granularity,
+                          std::uint32_t divisions) noexcept;
 
 /// Formats a byte count for people: "512 B", "1.50 MiB", "80.00 GiB".
 std::string format_bytes(std::size_t bytes);

@@ -1,13 +1,13 @@
 // Error raising for the internals. Every throw goes through CACHALOT_FAIL, which formats the
 // message out of line (cold) and records the file and line that raised it, so that hot paths
-// keep only a compare and a call.
+// keep only a compare and a call. Messages use the library's own formatter (detail/format.hpp,
+// fmt's syntax), checked at compile time.
 #pragma once
-
-#include <fmt/format.h>
 
 #include <string>
 
 #include "cachalot/errors.hpp"
+#include "detail/format.hpp"
 
 namespace cachalot::detail {
 
@@ -21,9 +21,9 @@ template <class E>
 }  // namespace cachalot::detail
 
 /// Throws exception type `exc` (invalid_argument, invalid_pointer, backend_error,
-/// not_supported) with a fmt-formatted message, recording where it came from.
+/// not_supported) with a formatted message (detail/format.hpp), recording where it came from.
 #define CACHALOT_FAIL(exc, ...) \
-  ::cachalot::detail::throw_error<exc>(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))
+  ::cachalot::detail::throw_error<exc>(__FILE__, __LINE__, ::cachalot::detail::format(__VA_ARGS__))
 
 /// Checks `cond`; throws as CACHALOT_FAIL when it does not hold.
 #define CACHALOT_EXPECTS(cond, exc, ...) \

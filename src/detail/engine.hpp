@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -39,6 +40,7 @@
 #include "cachalot/stats.hpp"
 #include "detail/block.hpp"
 #include "detail/pointer_map.hpp"
+#include "detail/reserve_arena.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_state.hpp"
 #include "detail/trace_writer.hpp"
@@ -122,11 +124,17 @@ class engine {
   const config& get_config() const noexcept { return cfg_; }
   device_backend& backend() const noexcept { return *backend_; }
 
+  /// See allocator::set_oom_callback (engine_knobs.cpp).
+  void set_oom_callback(std::function<bool(std::size_t, stream_t)> callback, unsigned max_retries);
+
  private:
   struct pending_free {
     block* b;
     std::vector<event_t> events;
   };
+  /// Thrown by fail_oom instead of out_of_memory inside a retry the out-of-memory callback asked
+  /// for; caught by retry_after_oom_callback, never seen outside the engine.
+  struct oom_retry {};
 
   /// The caching free: the block goes back to its stream's free index at once, or, if it was
   /// used on other streams, after events recorded there complete. Anything but the plain case
@@ -139,8 +147,7 @@ class engine {
     stream_state& ss = *b->owner;
     {
       std::lock_guard<spinlock> lock(ss.lock);
-      const bool plain =
-          tracer_ == nullptr && (!on_stream || stream == ss.stream) && b->used_on.empty();
+      const bool plain = !free_hooks_ && (!on_stream || stream == ss.stream) && b->used_on.empty();
       if (plain && free_block(ss, b, false)) [[likely]]
         return;
       b->freeing = true;
@@ -149,6 +156,8 @@ class engine {
   }
 
   std::size_t round_up(std::size_t bytes) const noexcept {
+    if (rounding_) [[unlikely]]
+      return round_divisions(bytes);
     return (bytes + granularity_ - 1) & ~(granularity_ - 1);
   }
 
@@ -345,6 +354,16 @@ class engine {
   bool release_segment(stream_state& ss, segment* seg);
   void release_or_keep(stream_state& ss, segment* seg) noexcept;
   std::vector<stream_state*> states() const;
+  // Knobs (engine_knobs.cpp): roundup_power2_divisions, the reserve, the idle-cache cap and the
+  // out-of-memory callback. Each costs the default paths at most one predictable branch.
+  [[gnu::noinline]] std::size_t round_divisions(std::size_t bytes) const noexcept;
+  void start_reserve();
+  void return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve);
+  void cap_idle(stream_state& ss) noexcept;
+  std::size_t release_idle(std::size_t bytes);
+  block* retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
+                                  std::size_t requested);
+  bool quiet_oom() const noexcept;
 
   config cfg_;
   std::shared_ptr<device_backend> backend_;
@@ -366,6 +385,11 @@ class engine {
   bool poison_;
   bool slow_free_;    ///< !caching_ || debug_: frees go through deallocate_slow
   bool alloc_hooks_;  ///< tracer_ || poison_: allocations go through after_allocate
+  bool free_hooks_;   ///< tracer_ || cap_idle_: every free goes through free_claimed
+  bool rounding_;     ///< roundup_power2_divisions set: round_up calls round_divisions
+  bool cap_idle_;     ///< max_cached set (with caching): frees check the idle bytes
+  std::size_t max_cached_;
+  std::unique_ptr<reserve_arena> arena_;  ///< the reserve, when configured
 
   pointer_map map_;
   mutable global_stats gstats_;
@@ -384,6 +408,10 @@ class engine {
   std::mutex events_mutex_;
   std::vector<event_t> free_events_;
   std::mutex release_mutex_;
+  std::mutex oom_mutex_;  // the out-of-memory callback (a leaf; never held while it runs)
+  std::function<bool(std::size_t, stream_t)> oom_callback_;
+  unsigned oom_retries_ = 0;
+  std::atomic<bool> has_oom_callback_{false};
 };
 
 }  // namespace cachalot::detail

@@ -128,6 +128,8 @@ class stream_stats {
     return inc_[q][p] - dec_[q][p];
   }
   std::uint64_t increases(std::size_t q, std::size_t p) const noexcept { return inc_[q][p]; }
+  /// Bytes of this stream's wholly free (idle) segments in pool `p`.
+  std::uint64_t whole_free(std::size_t p) const noexcept { return whole_free_[p]; }
   std::uint64_t decreases(std::size_t q, std::size_t p) const noexcept { return dec_[q][p]; }
   std::uint64_t ceiling(std::size_t q, std::size_t p) const noexcept { return ceiling_[q][p]; }
   void set_ceiling(std::size_t q, std::size_t p, std::uint64_t c) noexcept { ceiling_[q][p] = c; }

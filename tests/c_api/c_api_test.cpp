@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
+
 #include <thread>
 #include <vector>
+#include "cachalot/version.h"
 
 namespace {
 
@@ -69,7 +72,7 @@ TEST_F(c_api, InvalidPointersChangeNothing) {
   const cachalot_stats before = stats();
   int local = 0;
   EXPECT_EQ(cachalot_free(a_, &local, nullptr), CACHALOT_ERROR_INVALID_POINTER);
-  EXPECT_NE(std::string(cachalot_last_error()).find("not allocated by this allocator"),
+  EXPECT_NE(std::string(cachalot_last_error()).find("not a live allocation of this allocator"),
             std::string::npos)
       << cachalot_last_error();
   EXPECT_EQ(cachalot_free(a_, static_cast<char*>(p) + 1024, nullptr),
@@ -207,6 +210,72 @@ TEST(c_api_contract, StatusStringsAndPerThreadErrors) {
   const std::string mine = cachalot_last_error();
   std::thread([] { EXPECT_STREQ(cachalot_last_error(), ""); }).join();
   EXPECT_EQ(std::string(cachalot_last_error()), mine);
+}
+
+}  // namespace
+
+namespace {
+
+struct oom_state {
+  cachalot_allocator* a;
+  void* to_free;
+  int calls;
+};
+
+extern "C" int free_and_retry(size_t bytes, void* stream, void* user_data) {
+  auto* s = static_cast<oom_state*>(user_data);
+  ++s->calls;
+  if (bytes != (40u << 20) || stream != nullptr || s->to_free == nullptr) return 0;
+  const int ok = cachalot_free(s->a, s->to_free, nullptr) == CACHALOT_SUCCESS;
+  s->to_free = nullptr;
+  return ok;
+}
+
+extern "C" int always_throws(size_t, void*, void*) {
+  throw std::runtime_error("a C++ callback registered through the C API threw");
+}
+
+TEST(c_api_oom_callback, FreesAndRetriesThenRemoves) {
+  cachalot_allocator* a = nullptr;
+  ASSERT_EQ(cachalot_create("backend:simulated,capacity:64MiB", &a), CACHALOT_SUCCESS);
+  oom_state s{a, nullptr, 0};
+  ASSERT_EQ(cachalot_malloc(a, &s.to_free, 40u << 20, nullptr), CACHALOT_SUCCESS);
+  ASSERT_EQ(cachalot_set_oom_callback(a, free_and_retry, &s, 2), CACHALOT_SUCCESS);
+  void* p = nullptr;
+  EXPECT_EQ(cachalot_malloc(a, &p, 40u << 20, nullptr), CACHALOT_SUCCESS) << cachalot_last_error();
+  EXPECT_EQ(s.calls, 1);
+  void* q = nullptr;
+  EXPECT_EQ(cachalot_malloc(a, &q, 40u << 20, nullptr), CACHALOT_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(s.calls, 2) << "the callback said no: one call";
+  ASSERT_EQ(cachalot_set_oom_callback(a, nullptr, nullptr, 0), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_malloc(a, &q, 40u << 20, nullptr), CACHALOT_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(s.calls, 2);
+  EXPECT_EQ(cachalot_free(a, p, nullptr), CACHALOT_SUCCESS);
+  EXPECT_EQ(cachalot_set_oom_callback(nullptr, free_and_retry, &s, 1),
+            CACHALOT_ERROR_INVALID_ARGUMENT);
+  cachalot_destroy(a);
+}
+
+TEST(c_api_oom_callback, AnExceptionFromTheCallbackBecomesAStatus) {
+  cachalot_allocator* a = nullptr;
+  ASSERT_EQ(cachalot_create("backend:simulated,capacity:64MiB", &a), CACHALOT_SUCCESS);
+  void* held = nullptr;
+  ASSERT_EQ(cachalot_malloc(a, &held, 40u << 20, nullptr), CACHALOT_SUCCESS);
+  ASSERT_EQ(cachalot_set_oom_callback(a, always_throws, nullptr, 4), CACHALOT_SUCCESS);
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(cachalot_malloc(a, &p, 40u << 20, nullptr), CACHALOT_ERROR_BACKEND);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(cachalot_last_error()).find("callback registered through the C API threw"),
+            std::string::npos);
+  cachalot_stats s{};
+  ASSERT_EQ(cachalot_get_stats(a, &s), CACHALOT_SUCCESS);
+  EXPECT_EQ(s.allocated_bytes, 40u << 20);
+  EXPECT_EQ(cachalot_free(a, held, nullptr), CACHALOT_SUCCESS);
+  cachalot_destroy(a);
+}
+
+TEST(c_api_version, MatchesTheHeader) {
+  EXPECT_STREQ(cachalot_version(), CACHALOT_VERSION_STRING);
 }
 
 }  // namespace

@@ -97,10 +97,27 @@ TEST_P(invalid_free, ForeignPointerIsNamedForeign) {
   fixture f(GetParam(), false);
   int local = 0;
   const std::string msg = invalid_pointer_message([&] { f.a->deallocate(&local); });
-  EXPECT_NE(msg.find(hex(&local) + " was not allocated by this allocator"), std::string::npos)
+  EXPECT_NE(msg.find(hex(&local) + " is not a live allocation of this allocator"),
+            std::string::npos)
       << msg;
   f.a->deallocate(nullptr);  // a no-op, as free(NULL)
   EXPECT_EQ(f.a->stats().num_frees, 0u);
+}
+
+// Issue 12: a double free after the block's segment went back to the device said "was not
+// allocated by this allocator"; it was. The message now says what is known: not live.
+TEST_P(invalid_free, DoubleFreeAfterTheSegmentWasReleasedSaysNotLive) {
+  fixture f(GetParam(), false);
+  char* p = static_cast<char*>(f.a->allocate(4096));
+  f.a->deallocate(p);
+  f.a->empty_cache();
+  ASSERT_EQ(f.a->stats().reserved_bytes.all.current, 0u);
+  const std::string msg = invalid_pointer_message([&] { f.a->deallocate(p); });
+  EXPECT_NE(msg.find(hex(p) + " is not a live allocation of this allocator (freed earlier, or "
+                              "never allocated here)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("was not allocated"), std::string::npos) << msg;
 }
 
 TEST_P(invalid_free, DoubleFreeOfAPendingBlockSaysPending) {

@@ -10,8 +10,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "cachalot/version.h"
 #include "trace/cli.hpp"
+#include "trace/report.hpp"
 
 namespace cachalot::tools {
 namespace {
@@ -82,7 +85,10 @@ TEST_F(ReplayCli, PlotIsAnSvgWithLegend) {
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(doc.find("<svg"), std::string::npos);
   EXPECT_NE(doc.find("</svg>"), std::string::npos);
-  for (const char* label : {"requested", "allocated", "reserved", "memory (MiB)", "operations"}) {
+  for (const char* label :
+       {"requested", "allocated", "reserved", "memory (MiB)", "operations", "pass-through reserved",
+        "reserved - requested", "allocated - requested", "pass-through reserved - requested",
+        "over requested", "capacity "}) {
     EXPECT_NE(doc.find(label), std::string::npos) << label;
   }
 }
@@ -104,6 +110,151 @@ TEST_F(ReplayCli, UsageErrorsExitWith2) {
   EXPECT_EQ(cli({"--config", "nonsense_key:1", good_trace()}), 2);
   EXPECT_EQ(cli({(dir_ / "missing.csv").string()}), 2);
   EXPECT_EQ(cli({"--help"}), 0);
+  EXPECT_NE(out_.str().find("--min-capacity"), std::string::npos);
+}
+
+TEST_F(ReplayCli, RefusedAllocationsMarkTheRunIncomplete) {
+  const std::string t = write("oom.csv",
+                              "Thread,Time,Action,Pointer,Size,Stream\n"
+                              "1,10:00:00.000001,allocate,0x1000,40000000,0x0\n"
+                              "1,10:00:00.000002,allocate,0x2000,1000,0x0\n"
+                              "1,10:00:00.000003,allocate,0x3000,0,0x0\n"
+                              "1,10:00:00.000004,free,0x3000,0,0x0\n"
+                              "1,10:00:00.000005,free,0x1000,40000000,0x0\n"
+                              "1,10:00:00.000006,free,0x2000,1000,0x0\n");
+  ASSERT_EQ(cli({"--json", "--repeat=1", "--config=capacity:16MiB", t}), 0) << err_.str();
+  const std::string json = out_.str();
+  EXPECT_NE(json.find("\"complete\":false,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"fragmentation\":null,\"ooms\":1,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"skipped_frees\":1,\"zero_size_allocations\":1,"), std::string::npos)
+      << json;
+  ASSERT_EQ(cli({"--repeat=1", "--config=capacity:16MiB", t}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("INCOMPLETE (cachalot): 1 allocations refused"), std::string::npos)
+      << out_.str();
+  EXPECT_NE(out_.str().find("n/a (1 refused)"), std::string::npos) << out_.str();
+  const std::string svg = (dir_ / "oom.svg").string();
+  ASSERT_EQ(cli({"--repeat=1", "--config=capacity:16MiB", "--plot=" + svg, t}), 0);
+  std::ifstream in(svg);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(doc.find("INCOMPLETE: 1 allocations refused"), std::string::npos);
+}
+
+TEST_F(ReplayCli, CompleteRunsSayComplete) {
+  ASSERT_EQ(cli({"--json", "--repeat", "1", good_trace()}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("\"complete\":true,"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("\"version\":\"" CACHALOT_VERSION_STRING "\","), std::string::npos)
+      << out_.str();
+}
+
+TEST_F(ReplayCli, OutOfRangeNumbersAreRefusedWithExit2) {
+  for (const char* f : {"1e300", "inf", "nan", "-1", "0", "1e400"}) {
+    EXPECT_EQ(cli({"--capacity-factor", f, good_trace()}), 2) << f;
+    EXPECT_TRUE(out_.str().empty()) << f;
+  }
+  EXPECT_NE(err_.str().find("1e400"), std::string::npos) << err_.str();
+  EXPECT_EQ(cli({"--capacity-factor", "1e20", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("beyond the largest simulated capacity"), std::string::npos)
+      << err_.str();
+  const std::string huge = write("huge.csv",
+                                 "Thread,Time,Action,Pointer,Size,Stream\n"
+                                 "1,10:00:00.000001,allocate,0x1000,18446744073709551615,0x0\n");
+  EXPECT_EQ(cli({huge}), 2);
+  EXPECT_NE(err_.str().find(huge + ":2: size beyond any device"), std::string::npos) << err_.str();
+}
+
+TEST_F(ReplayCli, OptionSyntax) {
+  const std::string t = good_trace();
+  ASSERT_EQ(cli({"--json", "--repeat=1", "--capacity-factor=3", "--no-baseline", t}), 0)
+      << err_.str();
+  EXPECT_EQ(out_.str().find("\"baseline\""), std::string::npos);
+  EXPECT_EQ(cli({"--json=1", t}), 2);
+  EXPECT_NE(err_.str().find("--json takes no value"), std::string::npos);
+  EXPECT_EQ(cli({"--repeat=", t}), 2);
+  // After --, a name that starts with a dash is a trace.
+  const std::string dashed = (dir_ / "-dashed.csv").string();
+  std::filesystem::copy_file(t, dashed, std::filesystem::copy_options::overwrite_existing);
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  const int rc = cli({"--repeat", "1", "--", "-dashed.csv"});
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(rc, 0) << err_.str();
+  EXPECT_EQ(cli({"--version"}), 0);
+  EXPECT_EQ(out_.str(), "cachalot-replay (cachalot) " CACHALOT_VERSION_STRING "\n");
+  EXPECT_EQ(cli({"-", "-"}), 2);
+}
+
+TEST_F(ReplayCli, FileErrorsGiveTheReason) {
+  EXPECT_EQ(cli({(dir_ / "missing.csv").string()}), 2);
+  EXPECT_NE(err_.str().find("missing.csv:0: cannot open: No such file or directory"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_EQ(cli({dir_.string()}), 2);
+  EXPECT_NE(err_.str().find("Is a directory"), std::string::npos) << err_.str();
+}
+
+TEST_F(ReplayCli, ByteOrderMarks) {
+  const std::string bom = write("bom.csv",
+                                "\xEF\xBB\xBFThread,Time,Action,Pointer,Size,Stream\n"
+                                "1,10:00:00.000001,allocate,0x1000,1000,0x0\n"
+                                "1,10:00:00.000002,free,0x1000,1000,0x0\n");
+  EXPECT_EQ(cli({"--repeat", "1", bom}), 0) << err_.str();
+  const std::string utf16 = write("utf16.csv", std::string("\xFF\xFET\0h\0", 6));
+  EXPECT_EQ(cli({utf16}), 2);
+  EXPECT_NE(err_.str().find("UTF-16"), std::string::npos) << err_.str();
+}
+
+TEST_F(ReplayCli, UnwritablePlotFailsBeforeAnyReplay) {
+  const std::string bad = (dir_ / "no-such-dir" / "plot.svg").string();
+  EXPECT_EQ(cli({"--repeat", "1", "--plot", bad, good_trace()}), 2);
+  EXPECT_TRUE(out_.str().empty()) << "nothing replayed: " << out_.str();
+  EXPECT_NE(err_.str().find("cannot write " + bad + ": No such file or directory"),
+            std::string::npos)
+      << err_.str();
+}
+
+TEST_F(ReplayCli, MinCapacityIsReported) {
+  ASSERT_EQ(cli({"--json", "--repeat=1", "--min-capacity", good_trace()}), 0) << err_.str();
+  const std::string json = out_.str();
+  EXPECT_NE(json.find("\"min_capacity\":{\"found\":true,\"bytes\":"), std::string::npos) << json;
+  ASSERT_EQ(cli({"--repeat=1", "--min-capacity", good_trace()}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("smallest capacity without refusals: "), std::string::npos)
+      << out_.str();
+  EXPECT_EQ(cli({"--min-capacity", "--config", "capacity:1GiB", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("leave backend and capacity out"), std::string::npos) << err_.str();
+}
+
+TEST_F(ReplayCli, TableColumnsNeverRunTogether) {
+  trace_report r;
+  r.trace = "t.csv";
+  r.result.backend = "simulated";
+  r.result.segment_allocs = 123456789012;
+  r.result.segment_frees = 123456789012;
+  r.result.ns_per_op = 123456789.5;
+  r.result.wall_ns = 9.9e15;
+  r.baseline = r.result;
+  r.baseline->ooms = 77777777777;
+  const std::string text = format_text(r);
+  std::istringstream in(text);
+  std::string l;
+  std::getline(in, l);
+  std::getline(in, l);
+  int rows = 0;
+  while (std::getline(in, l)) {
+    if (l.rfind("  INCOMPLETE", 0) == 0 || l.empty()) continue;
+    // Name, cachalot, pass-through: three cells separated by at least two spaces.
+    std::vector<std::string> cells;
+    std::size_t i = 0;
+    while (i < l.size()) {
+      while (i < l.size() && l[i] == ' ') ++i;
+      std::size_t j = i;
+      while (j < l.size() && !(l[j] == ' ' && j + 1 < l.size() && l[j + 1] == ' ')) ++j;
+      if (j > i) cells.push_back(l.substr(i, j - i));
+      i = j;
+    }
+    EXPECT_EQ(cells.size(), rows == 0 ? 2u : 3u) << "line: '" << l << "'\n" << text;
+    ++rows;
+  }
+  EXPECT_GE(rows, 8);
 }
 
 TEST_F(ReplayCli, ExecutableExitStatus) {
@@ -122,6 +273,18 @@ TEST_F(ReplayCli, ExecutableExitStatus) {
           .c_str());
   ASSERT_TRUE(WIFEXITED(ok));
   EXPECT_EQ(WEXITSTATUS(ok), 0);
+
+  // "-" reads the trace from standard input.
+  const std::string json = (dir_ / "stdin.json").string();
+  const int piped = std::system((std::string(CACHALOT_REPLAY_EXE) + " --json --repeat=1 - <" +
+                                 good_trace() + " >" + json + " 2>/dev/null")
+                                    .c_str());
+  ASSERT_TRUE(WIFEXITED(piped));
+  EXPECT_EQ(WEXITSTATUS(piped), 0);
+  std::ifstream j(json);
+  const std::string line((std::istreambuf_iterator<char>(j)), std::istreambuf_iterator<char>());
+  EXPECT_NE(line.find("\"trace\":\"stdin\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"ops\":4,"), std::string::npos) << line;
 }
 
 }  // namespace

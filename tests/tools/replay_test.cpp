@@ -6,10 +6,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
 
+#include <thread>
+
 #include "cachalot/allocator.hpp"
+#include "trace/min_capacity.hpp"
 #include "trace/replay.hpp"
 
 namespace cachalot::tools {
@@ -87,6 +91,96 @@ TEST(Replay, FailedAllocationIsCountedAndReplayGoesOn) {
   EXPECT_EQ(r.skipped_frees, 1u);
   EXPECT_EQ(r.errors, 0u);
   EXPECT_EQ(r.peak_requested, 1000u);
+}
+
+TEST(Replay, RefusedRunIsNotComplete) {
+  const replay_result r =
+      run(line("allocate", 0x1000, 30 * MiB) + line("free", 0x1000, 30 * MiB), "capacity:16MiB");
+  EXPECT_FALSE(r.complete());
+  EXPECT_TRUE(run(line("allocate", 0x1000, 1000) + line("free", 0x1000, 1000)).complete());
+}
+
+TEST(Replay, ZeroSizeAllocationsAreCountedApartFromSkippedFrees) {
+  const replay_result r = run(line("allocate", 0x1000, 0) + line("allocate", 0x2000, 512) +
+                              line("free", 0x1000, 0) + line("free", 0x2000, 512));
+  EXPECT_EQ(r.zero_size_allocations, 1u);
+  EXPECT_EQ(r.skipped_frees, 0u) << "a free of a 0-byte allocation is not a skipped free";
+  EXPECT_EQ(r.ooms, 0u);
+  EXPECT_TRUE(r.complete());
+}
+
+TEST(Replay, CapacityFactorAndSizesOutOfRangeAreRefused) {
+  trace_summary s;
+  s.peak_requested_bytes = 5 * MiB;
+  for (double f : {1e300, std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::quiet_NaN(), 0.0, -1.0}) {
+    EXPECT_THROW(replay_config("", s, f), invalid_argument) << f;
+  }
+  EXPECT_THROW(replay_config("capacity:1024TiB", s, 2.0), invalid_argument);
+  EXPECT_THROW(parse_trace_text(header + line("allocate", 0x1000, SIZE_MAX), "big.csv"),
+               trace_error);
+  EXPECT_THROW(summarize(parse_trace_text(header + line("allocate", 0x1000, std::size_t{1} << 50) +
+                                              line("allocate", 0x2000, std::size_t{1} << 50),
+                                          "sum.csv")),
+               trace_error);
+}
+
+// Two 30 MiB allocations, the first freed, then one of 40 MiB: peak requested 70 MiB, and 70 MiB
+// is enough (the free 30 MiB segment is returned before the 40 MiB one is made); 68 MiB is not.
+TEST(MinCapacity, FindsTheSmallestCleanCapacity) {
+  const prepared_trace p = prepare(parse_trace_text(
+      header + line("allocate", 0x1000, 30 * MiB) + line("allocate", 0x2000, 30 * MiB) +
+          line("free", 0x1000, 30 * MiB) + line("allocate", 0x3000, 40 * MiB) +
+          line("free", 0x2000, 30 * MiB) + line("free", 0x3000, 40 * MiB),
+      "m.csv"));
+  const config base = replay_config("", p.summary, 2.0);
+  const min_capacity_result m = find_min_capacity(p, base);
+  ASSERT_TRUE(m.found);
+  EXPECT_EQ(m.bytes, 70 * MiB);
+  EXPECT_DOUBLE_EQ(m.factor, 1.0);
+  EXPECT_LE(m.precision, 2 * MiB);
+  EXPECT_TRUE(replay_at(p, base, m.bytes).complete());
+  EXPECT_FALSE(replay_at(p, base, m.bytes - 2 * MiB).complete());
+}
+
+TEST(MinCapacity, SearchesPastFragmentationAndGivesUp) {
+  // 1 MiB and 1.5 MiB allocations alternate in small and large segments: more than the peak.
+  std::string text;
+  for (std::uintptr_t i = 0; i < 64; ++i)
+    text += line("allocate", 0x1000 + i, i % 2 ? MiB : 3 * MiB / 2);
+  for (std::uintptr_t i = 0; i < 64; i += 2) text += line("free", 0x1000 + i, 0);
+  const prepared_trace p = prepare(parse_trace_text(header + text, "f.csv"));
+  const config base = replay_config("", p.summary, 2.0);
+  const min_capacity_result m = find_min_capacity(p, base);
+  ASSERT_TRUE(m.found);
+  EXPECT_GT(m.bytes, p.summary.peak_requested_bytes);
+  EXPECT_TRUE(replay_at(p, base, m.bytes).complete());
+  EXPECT_FALSE(replay_at(p, base, m.bytes - m.precision).complete());
+  min_capacity_options tight;
+  tight.max_factor = 1.0;
+  EXPECT_FALSE(find_min_capacity(p, base, tight).found);
+}
+
+TEST(ReplayCore, ReplaysOnSeveralThreadsAtOnceAgreeWithOneAtATime) {
+  const prepared_trace p =
+      prepare(load_trace(std::string(CACHALOT_TRACES_DIR) + "/llm_inference.csv"));
+  const config base = replay_config("", p.summary, 1.2);
+  const std::size_t capacities[] = {base.capacity, base.capacity * 2, base.capacity * 3 / 2,
+                                    base.capacity + 64 * MiB};
+  replay_result serial[4], parallel[4];
+  for (int i = 0; i < 4; ++i) serial[i] = replay_at(p, base, capacities[i]);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 4; ++i) {
+    workers.emplace_back([&, i] { parallel[i] = replay_at(p, base, capacities[i]); });
+  }
+  for (std::thread& w : workers) w.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(parallel[i].peak_reserved, serial[i].peak_reserved) << i;
+    EXPECT_EQ(parallel[i].peak_allocated, serial[i].peak_allocated) << i;
+    EXPECT_EQ(parallel[i].segment_allocs, serial[i].segment_allocs) << i;
+    EXPECT_EQ(parallel[i].ooms, serial[i].ooms) << i;
+    EXPECT_EQ(parallel[i].capacity, capacities[i]);
+  }
 }
 
 TEST(Replay, UnknownFreeIsCountedAndSkipped) {

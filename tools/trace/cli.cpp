@@ -1,17 +1,24 @@
 // The cachalot-replay command line (see cli.hpp): argument parsing, the replay of each trace
-// on cachalot and on the pass-through baseline, plots and output.
+// on cachalot and on the pass-through baseline, the minimum-capacity search, plots and output.
+// Everything that can be checked before a replay runs is checked first: arguments, traces,
+// configs and plot files (so that a bad path fails before minutes of replay, not after).
 #include "trace/cli.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <stdexcept>
 
 #include "cachalot/errors.hpp"
+#include "cachalot/version.h"
+#include "trace/min_capacity.hpp"
 #include "trace/plot.hpp"
 #include "trace/report.hpp"
 
@@ -21,17 +28,23 @@ namespace {
 constexpr std::size_t progress_min_ops = 100000;
 
 const char* const usage =
-    "usage: cachalot-replay [options] TRACE.csv...\n"
+    "usage: cachalot-replay [options] [--] TRACE.csv...   (- reads a trace from standard input)\n"
     "Replays RMM-format allocation traces on cachalot and on the pass-through baseline.\n"
     "  --config STR          allocator config (key:value,...); default backend:simulated with\n"
     "                        a capacity of --capacity-factor x the trace's peak requested bytes\n"
     "  --capacity-factor F   simulated capacity as a multiple of the peak (default 2)\n"
     "  --repeat N            replays per allocator; ns/op is their median (default 3)\n"
+    "  --min-capacity        also search the smallest simulated capacity on which the trace\n"
+    "                        replays with no refused allocation (bisection, to 0.5% of the\n"
+    "                        trace's peak or 2 MiB), reported in bytes and as a multiple of it\n"
     "  --json                one JSON object per trace on one line\n"
     "  --plot FILE.svg       memory over the replay (FILE-<trace>.svg for several traces)\n"
     "  --one-thread          issue every operation from one thread (default: one per trace "
     "thread)\n"
-    "  --no-baseline         skip the pass-through baseline\n";
+    "  --no-baseline         skip the pass-through baseline\n"
+    "  --version             print the version and exit\n"
+    "Options also take --option=value. Exit status: 0 success, 2 bad arguments, config or trace,\n"
+    "1 device failure.\n";
 
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -44,6 +57,7 @@ struct cli_options {
   bool json = false;
   bool one_thread = false;
   bool baseline = true;
+  bool min_capacity = false;
   std::string plot;
   std::vector<std::string> traces;
 };
@@ -52,51 +66,95 @@ template <typename T>
 T parse_value(const std::string& flag, const std::string& text) {
   T v{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc{} || end != text.data() + text.size() || !(v > T{})) {
-    throw usage_error(flag + ": bad value '" + text + "'");
+  bool ok = ec == std::errc{} && end == text.data() + text.size() && v > T{};
+  if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(v);
+  if (!ok) {
+    throw usage_error(flag + ": bad value '" + text + "' (want a finite number above 0)");
   }
   return v;
 }
 
+bool takes_value(const std::string& flag) {
+  return flag == "--config" || flag == "--repeat" || flag == "--capacity-factor" ||
+         flag == "--plot";
+}
+
+void set_flag(cli_options& o, const std::string& flag, const std::string& value) {
+  if (flag == "--config") {
+    o.config = value;
+  } else if (flag == "--repeat") {
+    o.repeat = parse_value<std::size_t>(flag, value);
+  } else if (flag == "--capacity-factor") {
+    o.capacity_factor = parse_value<double>(flag, value);
+  } else if (flag == "--plot") {
+    if (value.empty()) throw usage_error("--plot needs a file name");
+    o.plot = value;
+  } else if (flag == "--json") {
+    o.json = true;
+  } else if (flag == "--one-thread") {
+    o.one_thread = true;
+  } else if (flag == "--no-baseline") {
+    o.baseline = false;
+  } else if (flag == "--min-capacity") {
+    o.min_capacity = true;
+  } else {
+    throw usage_error("unknown option " + flag);
+  }
+}
+
 cli_options parse_args(const std::vector<std::string>& args) {
   cli_options o;
+  bool operands_only = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    const auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw usage_error(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--config") {
-      o.config = value();
-    } else if (a == "--repeat") {
-      o.repeat = parse_value<std::size_t>(a, value());
-    } else if (a == "--capacity-factor") {
-      o.capacity_factor = parse_value<double>(a, value());
-    } else if (a == "--plot") {
-      o.plot = value();
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--one-thread") {
-      o.one_thread = true;
-    } else if (a == "--no-baseline") {
-      o.baseline = false;
-    } else if (a.size() > 1 && a[0] == '-') {
-      throw usage_error("unknown option " + a);
-    } else {
+    if (operands_only || a == "-" || a.empty() || a[0] != '-') {
       o.traces.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      operands_only = true;
+      continue;
+    }
+    const std::size_t eq = a.find('=');
+    const std::string flag = a.substr(0, eq);
+    if (!takes_value(flag)) {
+      if (eq != std::string::npos) throw usage_error(flag + " takes no value");
+      set_flag(o, flag, "");
+    } else if (eq != std::string::npos) {
+      set_flag(o, flag, a.substr(eq + 1));
+    } else {
+      if (i + 1 >= args.size()) throw usage_error(a + " needs a value");
+      set_flag(o, flag, args[++i]);
     }
   }
   if (o.traces.empty()) throw usage_error("no trace given");
+  if (std::count(o.traces.begin(), o.traces.end(), "-") > 1) {
+    throw usage_error("standard input (-) can be given once");
+  }
   return o;
 }
 
 std::string plot_path(const std::string& base, const std::string& trace, std::size_t count) {
   if (count == 1) return base;
-  std::string stem = trace.substr(trace.find_last_of('/') + 1);
+  std::string stem = trace == "-" ? "stdin" : trace.substr(trace.find_last_of('/') + 1);
   stem = stem.substr(0, stem.rfind('.'));
   const std::size_t dot = base.rfind(".svg");
   const std::string head = dot == std::string::npos ? base : base.substr(0, dot);
   return head + "-" + stem + ".svg";
+}
+
+/// Creates (empties) every plot file now, so that an unwritable path fails before any replay.
+void check_plot_paths(const cli_options& o) {
+  if (o.plot.empty()) return;
+  for (const std::string& t : o.traces) {
+    const std::string path = plot_path(o.plot, t, o.traces.size());
+    errno = 0;
+    std::ofstream f(path, std::ios::trunc);
+    if (!f) {
+      throw usage_error("--plot: cannot write " + path + ": " +
+                        (errno != 0 ? std::strerror(errno) : "unknown reason"));
+    }
+  }
 }
 
 double median(std::vector<double> v) {
@@ -142,34 +200,60 @@ void write_plot(trace_report& rep, const prepared_trace& p, const config& cfg,
   if (o.baseline) base = replay(p, baseline_config(cfg), ro);
   std::ofstream f(rep.plot_file);
   f << render_svg(replay_plot(rep.trace, sampled, base ? &*base : nullptr));
-  if (!f) throw std::runtime_error("cannot write " + rep.plot_file);
+  if (!f) throw std::runtime_error("cannot write " + rep.plot_file + ": " + std::strerror(errno));
 }
 
-trace_report run_trace(const trace& t, const prepared_trace& p, const cli_options& o) {
-  const config cfg = replay_config(o.config, p.summary, o.capacity_factor);
+trace_report run_trace(const trace& t, const prepared_trace& p, const config& cfg,
+                       const cli_options& o) {
   trace_report rep;
   rep.trace = t.name;
   rep.summary = p.summary;
   rep.repeat = o.repeat;
   rep.result = replay_median(p, cfg, o, "cachalot");
   if (o.baseline) rep.baseline = replay_median(p, baseline_config(cfg), o, "pass-through");
+  if (o.min_capacity) rep.min_capacity = find_min_capacity(p, cfg);
   if (!o.plot.empty()) {
-    rep.plot_file = plot_path(o.plot, t.name, o.traces.size());
+    rep.plot_file = plot_path(o.plot, t.name == "stdin" ? "-" : t.name, o.traces.size());
     write_plot(rep, p, cfg, o);
   }
   return rep;
 }
 
+bool names_capacity(std::string_view config_text) {
+  // A key "capacity" anywhere in the string (the search sets the capacity itself).
+  for (std::size_t at = config_text.find("capacity"); at != std::string_view::npos;
+       at = config_text.find("capacity", at + 1)) {
+    const bool starts = at == 0 || config_text[at - 1] == ',' || config_text[at - 1] == ' ';
+    std::size_t end = at + 8;
+    while (end < config_text.size() && config_text[end] == ' ') ++end;
+    if (starts && end < config_text.size() && config_text[end] == ':') return true;
+  }
+  return false;
+}
+
 int run(const cli_options& o, std::ostream& out, std::ostream& err) {
   std::vector<trace> traces;
-  for (const std::string& path : o.traces) traces.push_back(load_trace(path));
-  for (const trace& t : traces) {
-    const prepared_trace p = prepare(t);
+  std::vector<prepared_trace> prepared;
+  std::vector<config> configs;
+  for (const std::string& path : o.traces) {
+    traces.push_back(load_trace(path));
+    prepared.push_back(prepare(traces.back()));
+    configs.push_back(replay_config(o.config, prepared.back().summary, o.capacity_factor));
+    if (o.min_capacity &&
+        (configs.back().backend != backend_kind::simulated || names_capacity(o.config))) {
+      throw usage_error(
+          "--min-capacity searches the simulated device's capacity: leave backend and capacity "
+          "out of --config");
+    }
+  }
+  check_plot_paths(o);
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const prepared_trace& p = prepared[i];
     if (p.summary.unknown_frees > 0) {
-      err << "cachalot-replay: warning: " << t.name << ": " << p.summary.unknown_frees
+      err << "cachalot-replay: warning: " << traces[i].name << ": " << p.summary.unknown_frees
           << " frees of pointers not allocated in the trace (skipped)\n";
     }
-    const trace_report rep = run_trace(t, p, o);
+    const trace_report rep = run_trace(traces[i], p, configs[i], o);
     out << (o.json ? format_json(rep) : format_text(rep)) << '\n' << std::flush;
   }
   return 0;
@@ -179,10 +263,16 @@ int run(const cli_options& o, std::ostream& out, std::ostream& err) {
 
 int replay_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
-    if (std::find(args.begin(), args.end(), "--help") != args.end() ||
-        std::find(args.begin(), args.end(), "-h") != args.end()) {
-      out << usage;
-      return 0;
+    for (const std::string& a : args) {
+      if (a == "--") break;
+      if (a == "--help" || a == "-h") {
+        out << usage;
+        return 0;
+      }
+      if (a == "--version") {
+        out << "cachalot-replay (cachalot) " << CACHALOT_VERSION_STRING << '\n';
+        return 0;
+      }
     }
     return run(parse_args(args), out, err);
   } catch (const usage_error& e) {
@@ -192,7 +282,7 @@ int replay_cli(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "cachalot-replay: error: " << e.what() << '\n';
     return 2;
   } catch (const invalid_argument& e) {
-    err << "cachalot-replay: bad config: " << e.what() << '\n';
+    err << "cachalot-replay: error: " << e.what() << '\n';
     return 2;
   } catch (const std::exception& e) {
     err << "cachalot-replay: " << e.what() << '\n';

@@ -31,6 +31,7 @@ struct thread_counts {
   std::size_t ooms = 0;
   std::size_t errors = 0;
   std::size_t skipped = 0;
+  std::size_t zero_size = 0;
 };
 
 /// Everything the replay loop touches.
@@ -49,12 +50,13 @@ void run_op(replay_state& st, const replay_op& op, thread_counts& c) {
   const stream_t stream = st.streams[op.stream];
   try {
     if (op.is_allocate) {
+      if (op.size == 0) ++c.zero_size;
       st.slots[op.slot] = st.alloc.allocate(op.size, stream);
       return;
     }
     void* const ptr = st.slots[op.slot];
     if (ptr == nullptr) {
-      ++c.skipped;
+      if (op.size != 0) ++c.skipped;  // its allocation was refused (size 0: nothing to free)
       return;
     }
     st.alloc.deallocate(ptr, stream);
@@ -165,6 +167,7 @@ prepared_trace prepare(const trace& t) {
   std::unordered_map<std::uint64_t, std::uint32_t> threads;
   std::unordered_map<std::uintptr_t, std::uint32_t> streams;
   std::unordered_map<std::uintptr_t, std::uint32_t> live;  // logged pointer -> slot
+  std::vector<std::size_t> sizes;                          // slot -> size
   p.ops.reserve(t.events.size());
   for (const trace_event& e : t.events) {
     if (e.action == trace_action::allocate_failure) continue;
@@ -176,11 +179,13 @@ prepared_trace prepare(const trace& t) {
     if (op.is_allocate) {
       op.size = e.size;
       op.slot = static_cast<std::uint32_t>(p.slots++);
+      sizes.push_back(e.size);
       if (e.pointer != 0) live.insert_or_assign(e.pointer, op.slot);
     } else {
       const auto it = live.find(e.pointer);
       if (it == live.end()) continue;  // unknown (or null) free: counted by summarize
       op.slot = it->second;
+      op.size = sizes[op.slot];
       live.erase(it);
     }
     p.ops.push_back(op);
@@ -215,12 +220,14 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   replay_result r;
   r.backend = backend->name();
   r.capacity = backend->memory_info().total;
+  r.memory_limit = alloc.get_config().memory_limit;
   r.ops = p.ops.size();
   r.threads = threaded ? p.threads : 1;
   for (const thread_counts& c : counts) {
     r.ooms += c.ooms;
     r.errors += c.errors;
     r.skipped_frees += c.skipped;
+    r.zero_size_allocations += c.zero_size;
     r.busy_ns += c.busy_ns;
   }
   fill_figures(r, alloc.stats());
@@ -231,6 +238,16 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   return r;
 }
 
+replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity) {
+  config cfg = base;
+  cfg.backend = backend_kind::simulated;
+  cfg.capacity = capacity;
+  cfg.trace_file.clear();
+  replay_options o;
+  o.use_threads = false;
+  return replay(p, cfg, o);
+}
+
 config replay_config(std::string_view user, const trace_summary& s, double capacity_factor) {
   config cfg = config::parse(user);
   const std::vector<std::string_view> keys = config_keys(user);
@@ -239,9 +256,24 @@ config replay_config(std::string_view user, const trace_summary& s, double capac
   };
   if (!has("backend")) cfg.backend = backend_kind::simulated;
   if (!has("capacity")) {
+    if (!std::isfinite(capacity_factor) || !(capacity_factor > 0.0)) {
+      throw invalid_argument("--capacity-factor " + std::to_string(capacity_factor) +
+                             ": must be a finite number above 0");
+    }
     const double wanted = std::ceil(capacity_factor * static_cast<double>(s.peak_requested_bytes));
+    if (!(wanted <= static_cast<double>(max_replay_capacity))) {
+      throw invalid_argument("--capacity-factor " + std::to_string(capacity_factor) +
+                             " x the trace's peak (" + format_bytes(s.peak_requested_bytes) +
+                             ") is beyond the largest simulated capacity (" +
+                             format_bytes(max_replay_capacity) + ")");
+    }
     const std::size_t bytes = static_cast<std::size_t>(wanted);
     cfg.capacity = std::max<std::size_t>(2 * MiB, (bytes + 2 * MiB - 1) / (2 * MiB) * (2 * MiB));
+  }
+  if (cfg.backend == backend_kind::simulated && cfg.capacity > max_replay_capacity) {
+    throw invalid_argument("capacity " + format_bytes(cfg.capacity) +
+                           " is beyond the largest simulated capacity (" +
+                           format_bytes(max_replay_capacity) + ")");
   }
   cfg.validate();
   return cfg;

@@ -2,8 +2,13 @@
 // resolved to the allocation it frees, so the timed loop only indexes arrays. The replay then
 // issues the operations in log order, on the trace's streams, either from one OS thread per
 // trace thread (handing over in log order) or from the calling thread alone. Allocations that
-// fail are counted and the replay goes on; frees of pointers the trace never allocated are
-// counted at preparation and skipped.
+// fail are counted and the replay goes on (the result is then not complete: its peaks cover
+// only what was served); frees of pointers the trace never allocated are counted at preparation
+// and skipped; allocations of 0 bytes (null, not a failure) are counted apart.
+//
+// replay() is the reusable core: every call builds its own device and allocator from the
+// config, shares nothing with other calls, and may run on any thread alongside others (a tuner
+// replays many configs at once); replay_at() is the one-thread form at a given capacity.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +30,7 @@ struct replay_op {
   std::uint32_t thread = 0;  ///< dense thread index
   std::uint32_t stream = 0;  ///< dense stream index
   std::uint32_t slot = 0;    ///< allocation slot (the allocate that a free frees)
-  std::size_t size = 0;      ///< bytes (allocations)
+  std::size_t size = 0;      ///< bytes (of the allocation, for frees too)
 };
 
 /// A trace ready to replay.
@@ -59,34 +64,51 @@ struct timeline_point {
 
 /// What a replay measured.
 struct replay_result {
-  std::string backend;               ///< backend name
-  std::size_t capacity = 0;          ///< device capacity in bytes
-  std::size_t ops = 0;               ///< operations issued
-  std::size_t threads = 0;           ///< OS threads used
-  std::size_t peak_requested = 0;    ///< bytes
-  std::size_t peak_allocated = 0;    ///< bytes
-  std::size_t peak_reserved = 0;     ///< bytes
-  double fragmentation = 0.0;        ///< peak reserved / peak requested (0 when nothing)
-  std::size_t ooms = 0;              ///< allocations that failed for lack of memory
-  std::size_t errors = 0;            ///< other allocator errors (none expected)
-  std::size_t skipped_frees = 0;     ///< frees of allocations that failed or were empty
-  std::uint64_t segment_allocs = 0;  ///< device segment allocations
-  std::uint64_t segment_frees = 0;   ///< device segment frees
-  double wall_ns = 0.0;              ///< wall time of the operations
+  std::string backend;                    ///< backend name
+  std::size_t capacity = 0;               ///< device capacity in bytes
+  std::size_t memory_limit = 0;           ///< the allocator's resolved memory limit (0: none)
+  std::size_t ops = 0;                    ///< operations issued
+  std::size_t threads = 0;                ///< OS threads used
+  std::size_t peak_requested = 0;         ///< bytes
+  std::size_t peak_allocated = 0;         ///< bytes
+  std::size_t peak_reserved = 0;          ///< bytes
+  double fragmentation = 0.0;             ///< peak reserved / peak requested (0 when nothing)
+  std::size_t ooms = 0;                   ///< allocations refused for lack of memory
+  std::size_t errors = 0;                 ///< other allocator errors (none expected)
+  std::size_t skipped_frees = 0;          ///< frees of allocations that were refused
+  std::size_t zero_size_allocations = 0;  ///< allocations of 0 bytes (null, not refused)
+  std::uint64_t segment_allocs = 0;       ///< device segment allocations
+  std::uint64_t segment_frees = 0;        ///< device segment frees
+  double wall_ns = 0.0;                   ///< wall time of the operations
   /// Time spent issuing operations, summed over threads; excludes the waits of threads for
   /// their turn (equal to wall_ns on one thread).
   double busy_ns = 0.0;
   double ns_per_op = 0.0;                ///< busy_ns / ops
   std::vector<timeline_point> timeline;  ///< filled when sampling
+
+  /// True if every allocation was served: only then do the peaks and the fragmentation
+  /// describe the whole trace.
+  bool complete() const noexcept { return ooms == 0 && errors == 0; }
 };
 
-/// Replays a prepared trace on a new allocator made from `cfg`.
+/// Replays a prepared trace on a new allocator made from `cfg`. Thread-safe (see above).
 /// @throws cachalot::error if the allocator cannot be created
 replay_result replay(const prepared_trace& p, const config& cfg, const replay_options& options);
 
+/// Replays on the calling thread, without sampling, on the simulated device with `capacity`
+/// bytes (`base` otherwise; its trace_file is dropped). Thread-safe.
+/// @throws cachalot::error if the allocator cannot be created (e.g. a capacity the config's
+/// relations refuse)
+replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity);
+
+/// The largest simulated capacity a replay may ask for: 64 TiB (address space is reserved for
+/// the whole capacity).
+inline constexpr std::size_t max_replay_capacity = std::size_t{1} << 46;
+
 /// The config of a replay: `user` (key:value string) on the simulated device unless it names a
 /// backend; capacity from `user` if given, else `capacity_factor` x the trace's peak requested
-/// bytes rounded up to 2 MiB. @throws cachalot::invalid_argument for a bad string
+/// bytes rounded up to 2 MiB. @throws cachalot::invalid_argument for a bad string, a factor
+/// that is not finite and positive, or a capacity above max_replay_capacity
 config replay_config(std::string_view user, const trace_summary& s, double capacity_factor);
 
 /// The pass-through baseline of a config (caching off, same backend and capacity).

@@ -3,9 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "cachalot/config.hpp"
+#include "cachalot/version.h"
 
 namespace cachalot::tools {
 namespace {
@@ -32,22 +35,59 @@ std::string json_number(double v) {
 /// The figures of one replay as JSON members (no braces).
 std::string json_figures(const replay_result& r) {
   return fmt::format(
-      "\"backend\":{},\"capacity_bytes\":{},\"threads\":{},\"ops\":{},"
+      "\"backend\":{},\"capacity_bytes\":{},\"threads\":{},\"ops\":{},\"complete\":{},"
       "\"peak_requested_bytes\":{},\"peak_allocated_bytes\":{},\"peak_reserved_bytes\":{},"
       "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
-      "\"segment_allocs\":{},\"segment_frees\":{},\"ns_per_op\":{},\"wall_ms\":{},\"busy_ms\":{}",
-      json_string(r.backend), r.capacity, r.threads, r.ops, r.peak_requested, r.peak_allocated,
-      r.peak_reserved, json_number(r.fragmentation), r.ooms, r.errors, r.skipped_frees,
-      r.segment_allocs, r.segment_frees, json_number(r.ns_per_op), json_number(r.wall_ns / 1e6),
-      json_number(r.busy_ns / 1e6));
+      "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},\"ns_per_op\":{},"
+      "\"wall_ms\":{},\"busy_ms\":{}",
+      json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
+      r.peak_requested, r.peak_allocated, r.peak_reserved,
+      r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors, r.skipped_frees,
+      r.zero_size_allocations, r.segment_allocs, r.segment_frees, json_number(r.ns_per_op),
+      json_number(r.wall_ns / 1e6), json_number(r.busy_ns / 1e6));
 }
 
-std::string row(const char* name, const std::string& a, const std::string& b) {
-  return fmt::format("  {:<26}{:>18}{:>18}\n", name, a, b);
+std::string json_min_capacity(const min_capacity_result& m) {
+  if (!m.found) {
+    return fmt::format("{{\"found\":false,\"searched_up_to_bytes\":{},\"replays\":{}}}",
+                       m.searched_up_to, m.replays);
+  }
+  return fmt::format(
+      "{{\"found\":true,\"bytes\":{},\"factor\":{},\"precision_bytes\":{},\"replays\":{}}}",
+      m.bytes, json_number(m.factor), m.precision, m.replays);
 }
 
 std::string bytes(std::size_t v) {
   return format_bytes(v);
+}
+
+/// Rows of cells laid out in columns as wide as their widest cell: the first left-aligned,
+/// the others right-aligned, every column at least two spaces from the next.
+std::string columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = "  ";
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (i == 0) {
+        line += fmt::format("{:<{}}", row[i], width[i]);
+      } else {
+        line += fmt::format("  {:>{}}", row[i], std::max<std::size_t>(width[i], 12));
+      }
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string fragmentation_cell(const replay_result& x) {
+  return x.complete() ? fmt::format("{:.3f}", x.fragmentation)
+                      : fmt::format("n/a ({} refused)", x.ooms + x.errors);
 }
 
 }  // namespace
@@ -55,7 +95,6 @@ std::string bytes(std::size_t v) {
 std::string format_text(const trace_report& r) {
   const replay_result& c = r.result;
   const replay_result* b = r.baseline ? &*r.baseline : nullptr;
-  const auto both = [&](auto&& f) { return std::pair{f(c), b ? f(*b) : std::string("-")}; };
   std::string out =
       fmt::format("{}\n  {} ops, {} threads, {} streams, trace peak {}; {} device, capacity {}\n",
                   r.trace, r.summary.ops, r.summary.threads, r.summary.streams,
@@ -66,16 +105,24 @@ std::string format_text(const trace_report& r) {
         "failures (skipped), {} allocations of live pointers\n",
         r.summary.unknown_frees, r.summary.recorded_failures, r.summary.duplicate_allocations);
   }
-  out += row("", "cachalot", "pass-through");
+  for (const replay_result* x : {&c, b}) {
+    if (x != nullptr && !x->complete()) {
+      out += fmt::format(
+          "  INCOMPLETE ({}): {} allocations refused for lack of memory{}; peaks cover only what "
+          "was served, so no fragmentation is given\n",
+          x == &c ? "cachalot" : "pass-through", x->ooms,
+          x->errors != 0 ? fmt::format(", {} other errors", x->errors) : std::string());
+    }
+  }
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"", "cachalot", "pass-through"});
   const auto add = [&](const char* name, auto&& f) {
-    const auto [x, y] = both(f);
-    out += row(name, x, y);
+    rows.push_back({name, f(c), b != nullptr ? f(*b) : std::string("-")});
   };
   add("peak requested", [](const replay_result& x) { return bytes(x.peak_requested); });
   add("peak allocated", [](const replay_result& x) { return bytes(x.peak_allocated); });
   add("peak reserved", [](const replay_result& x) { return bytes(x.peak_reserved); });
-  add("fragmentation",
-      [](const replay_result& x) { return fmt::format("{:.3f}", x.fragmentation); });
+  add("fragmentation", fragmentation_cell);
   add("out of memory", [](const replay_result& x) { return std::to_string(x.ooms); });
   add("segment allocs / frees", [](const replay_result& x) {
     return fmt::format("{} / {}", x.segment_allocs, x.segment_frees);
@@ -87,17 +134,34 @@ std::string format_text(const trace_report& r) {
   if (c.errors + (b ? b->errors : 0) > 0) {
     add("other errors", [](const replay_result& x) { return std::to_string(x.errors); });
   }
+  if (c.zero_size_allocations > 0) {
+    add("0-byte allocations",
+        [](const replay_result& x) { return std::to_string(x.zero_size_allocations); });
+  }
+  out += columns(rows);
+  if (r.min_capacity) {
+    const min_capacity_result& m = *r.min_capacity;
+    out += m.found ? fmt::format(
+                         "  smallest capacity without refusals: {} ({:.3f}x the trace "
+                         "peak), to within {}, {} replays\n",
+                         bytes(m.bytes), m.factor, bytes(m.precision), m.replays)
+                   : fmt::format(
+                         "  smallest capacity without refusals: none up to {} ({} "
+                         "replays)\n",
+                         bytes(m.searched_up_to), m.replays);
+  }
   if (!r.plot_file.empty()) out += fmt::format("  plot: {}\n", r.plot_file);
   return out;
 }
 
 std::string format_json(const trace_report& r) {
   std::string out = fmt::format(
-      "{{\"trace\":{},\"repeat\":{},\"streams\":{},\"trace_threads\":{},"
+      "{{\"trace\":{},\"version\":{},\"repeat\":{},\"streams\":{},\"trace_threads\":{},"
       "\"trace_peak_requested_bytes\":{},\"unknown_frees\":{},\"recorded_failures\":{},{}",
-      json_string(r.trace), r.repeat, r.summary.streams, r.summary.threads,
-      r.summary.peak_requested_bytes, r.summary.unknown_frees, r.summary.recorded_failures,
-      json_figures(r.result));
+      json_string(r.trace), json_string(CACHALOT_VERSION_STRING), r.repeat, r.summary.streams,
+      r.summary.threads, r.summary.peak_requested_bytes, r.summary.unknown_frees,
+      r.summary.recorded_failures, json_figures(r.result));
+  if (r.min_capacity) out += ",\"min_capacity\":" + json_min_capacity(*r.min_capacity);
   if (!r.plot_file.empty()) out += ",\"plot\":" + json_string(r.plot_file);
   if (r.baseline) out += ",\"baseline\":{" + json_figures(*r.baseline) + "}";
   return out + "}";

@@ -1,23 +1,28 @@
 // Output of cachalot-replay: the per-trace text table (cachalot beside the pass-through
-// baseline) and the one-line JSON object per trace.
+// baseline; columns as wide as their widest cell, at least two spaces apart) and the one-line
+// JSON object per trace. A replay with refused allocations is marked in both: JSON
+// "complete": false with "fragmentation": null (its peaks cover only what was served), the
+// table says INCOMPLETE and shows no fragmentation.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
 
+#include "trace/min_capacity.hpp"
 #include "trace/replay.hpp"
 
 namespace cachalot::tools {
 
 /// Everything reported for one trace.
 struct trace_report {
-  std::string trace;                      ///< trace path
-  trace_summary summary;                  ///< figures from the trace alone
-  std::size_t repeat = 1;                 ///< replays per allocator
-  replay_result result;                   ///< cachalot (ns_per_op: median of the repeats)
-  std::optional<replay_result> baseline;  ///< pass-through (caching:0), when run
-  std::string plot_file;                  ///< SVG written, if any
+  std::string trace;                                ///< trace path
+  trace_summary summary;                            ///< figures from the trace alone
+  std::size_t repeat = 1;                           ///< replays per allocator
+  replay_result result;                             ///< cachalot (ns_per_op: median of the repeats)
+  std::optional<replay_result> baseline;            ///< pass-through (caching:0), when run
+  std::string plot_file;                            ///< SVG written, if any
+  std::optional<min_capacity_result> min_capacity;  ///< when searched (--min-capacity)
 };
 
 /// A human-readable table.

@@ -1,10 +1,15 @@
 // Parsing of RMM-format CSV traces (see trace.hpp) and their replay-free summary.
 #include "trace/trace.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -97,6 +102,7 @@ trace_event parse_line(std::string_view line, const std::string& name, std::size
     fail("bad action (want allocate, free or allocate failure)", f[2]);
   if (!parse_hex(f[3], e.pointer)) fail("bad pointer", f[3]);
   if (!parse_number(f[4], e.size)) fail("bad size", f[4]);
+  if (e.size > max_trace_size) fail("size beyond any device (more than 1 PiB)", f[4]);
   if (!parse_hex(f[5], e.stream)) fail("bad stream", f[5]);
   if (e.action == trace_action::allocate && e.pointer == 0 && e.size != 0) {
     fail("allocation of a null pointer", f[3]);
@@ -119,7 +125,11 @@ trace parse_trace(std::istream& in, const std::string& name) {
   bool header_seen = false;
   while (std::getline(in, line)) {
     ++number;
-    const std::string_view text = trim(line);
+    std::string_view text = trim(line);
+    if (number == 1 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 BOM
+    if (number == 1 && (text.substr(0, 2) == "\xFF\xFE" || text.substr(0, 2) == "\xFE\xFF")) {
+      throw trace_error(name, number, "UTF-16 text (byte-order mark): save the trace as UTF-8");
+    }
     if (text.empty()) continue;
     if (!header_seen) {
       if (text != trace_header) {
@@ -141,8 +151,15 @@ trace parse_trace_text(std::string_view text, const std::string& name) {
 }
 
 trace load_trace(const std::string& path) {
+  if (path == "-") return parse_trace(std::cin, "stdin");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw trace_error(path, 0, std::string("cannot open: ") + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode))
+    throw trace_error(path, 0, std::string("cannot read: ") + std::strerror(EISDIR));
   std::ifstream in(path);
-  if (!in) throw trace_error(path, 0, "cannot open file");
+  if (!in) throw trace_error(path, 0, std::string("cannot open: ") + std::strerror(errno));
   return parse_trace(in, path);
 }
 
@@ -167,7 +184,10 @@ trace_summary summarize(const trace& t) {
         ++s.duplicate_allocations;
         continue;
       }
-      requested += e.size;
+      requested += e.size;  // at most 1 PiB each, checked below: no overflow
+      if (requested > max_trace_size) {
+        throw trace_error(t.name, e.line, "live allocations add up to more than 1 PiB");
+      }
       s.peak_requested_bytes = std::max(s.peak_requested_bytes, requested);
       s.largest_allocation = std::max(s.largest_allocation, e.size);
       continue;

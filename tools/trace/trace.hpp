@@ -2,8 +2,10 @@
 //   Thread,Time,Action,Pointer,Size,Stream
 //   140071234,12:03:04.123456,allocate,0x7f0000000000,1024,0x0
 // Time is HH:MM:SS.fraction, Action is allocate, free or "allocate failure", Pointer is printf
-// %p ("(nil)" for null), Size is decimal bytes, Stream is hex. Any malformed line is a
-// trace_error naming the file and the line, never undefined behaviour.
+// %p ("(nil)" for null), Size is decimal bytes (at most max_trace_size), Stream is hex. A UTF-8
+// byte-order mark before the header is skipped. Any malformed line is a trace_error naming the
+// file and the line, never undefined behaviour; a file that cannot be read is one naming the
+// operating system's reason.
 #pragma once
 
 #include <cstddef>
@@ -57,11 +59,16 @@ class trace_error : public std::runtime_error {
 /// The exact header line of the format.
 inline constexpr std::string_view trace_header = "Thread,Time,Action,Pointer,Size,Stream";
 
+/// The largest size a trace line may carry: 1 PiB, beyond any device (and far from overflow
+/// when sizes are summed).
+inline constexpr std::size_t max_trace_size = std::size_t{1} << 50;
+
 /// Parses a trace from a stream; `name` labels errors. @throws trace_error
 trace parse_trace(std::istream& in, const std::string& name);
 /// Parses a trace from text (tests). @throws trace_error
 trace parse_trace_text(std::string_view text, const std::string& name);
-/// Reads and parses a trace file. @throws trace_error (also when the file cannot be opened)
+/// Reads and parses a trace file; "-" reads standard input (named "stdin" in messages).
+/// @throws trace_error (also when the file cannot be opened: the message gives the reason)
 trace load_trace(const std::string& path);
 
 /// Figures computed from the trace alone, without replaying it.
@@ -79,6 +86,7 @@ struct trace_summary {
 };
 
 /// Walks the trace and computes its summary.
+/// @throws trace_error when the live allocations add up to more than max_trace_size
 trace_summary summarize(const trace& t);
 
 }  // namespace cachalot::tools

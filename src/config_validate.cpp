@@ -1,0 +1,125 @@
+// config::validate: every field's range and every relation between the size keys that the
+// engine relies on. Each check states the engine behaviour it protects:
+//  - granularity is a power of two (round_up masks with granularity - 1) and at most the small
+//    segment; the segment sizes are non-zero multiples of it (blocks tile segments exactly);
+//  - small_size <= small_segment: a small request fits its segment;
+//  - small_size < mid_size <= large_segment: a mid-size request fits its 20 MiB-style segment;
+//  - max_split_size above both segment sizes: a block of a small or mid-size segment is never
+//    "oversize" (oversize blocks live in a set that small requests never search; a small
+//    segment at or above max_split_size put small-pool blocks there, and small-pool stats
+//    wrapped around: issue 9);
+//  - small_split_min >= 1: a split never leaves an empty block;
+//  - with caching, a memory limit holds one small and one large segment (else every request of
+//    that pool fails), and the reserve fits under the limit (and on a simulated device);
+//  - memory_limit and memory_fraction are one setting: at most one is set;
+//  - trace_file's % placeholders are %d or %%.
+#include <cmath>
+
+#include "cachalot/config.hpp"
+#include "cachalot/errors.hpp"
+#include "detail/checks.hpp"
+
+namespace cachalot {
+namespace {
+
+bool is_pow2(std::size_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+void validate_sizes(const config& c) {
+  CACHALOT_EXPECTS(is_pow2(c.granularity) && c.granularity <= c.small_segment_size,
+                   invalid_argument,
+                   "config key 'granularity': {} must be a power of two no larger than "
+                   "small_segment ({})",
+                   c.granularity, c.small_segment_size);
+  auto multiple = [&](std::size_t v, const char* key) {
+    CACHALOT_EXPECTS(v != 0 && v % c.granularity == 0, invalid_argument,
+                     "config key '{}': {} must be a non-zero multiple of the granularity ({})", key,
+                     v, c.granularity);
+  };
+  multiple(c.small_size, "small_size");
+  multiple(c.small_segment_size, "small_segment");
+  multiple(c.large_segment_size, "large_segment");
+  multiple(c.segment_rounding, "segment_rounding");
+  CACHALOT_EXPECTS(c.small_size <= c.small_segment_size, invalid_argument,
+                   "config key 'small_size': {} exceeds small_segment ({})", c.small_size,
+                   c.small_segment_size);
+  CACHALOT_EXPECTS(c.mid_size_limit > c.small_size && c.mid_size_limit <= c.large_segment_size,
+                   invalid_argument,
+                   "config key 'mid_size': {} must be above small_size ({}) and at most "
+                   "large_segment ({})",
+                   c.mid_size_limit, c.small_size, c.large_segment_size);
+  CACHALOT_EXPECTS(c.max_split_size == SIZE_MAX || c.max_split_size > c.large_segment_size,
+                   invalid_argument,
+                   "config key 'max_split_size': {} must exceed large_segment ({}) or be 'none'",
+                   c.max_split_size, c.large_segment_size);
+  CACHALOT_EXPECTS(c.max_split_size == SIZE_MAX || c.max_split_size > c.small_segment_size,
+                   invalid_argument,
+                   "config key 'max_split_size': {} must exceed small_segment ({}) or be 'none': "
+                   "small-pool blocks that large would be oversize",
+                   c.max_split_size, c.small_segment_size);
+  CACHALOT_EXPECTS(c.small_split_remainder != 0, invalid_argument,
+                   "config key 'small_split_min': must not be 0 (a split would leave an empty "
+                   "block)");
+  for (const std::uint32_t d : c.roundup_power2_divisions) {
+    CACHALOT_EXPECTS(d == 0 || (is_pow2(d) && d <= (std::uint32_t{1} << 31)), invalid_argument,
+                     "config key 'roundup_power2_divisions': {} is not 0 or a power of two", d);
+  }
+}
+
+void validate_limits(const config& c) {
+  CACHALOT_EXPECTS(c.device >= 0 && c.device <= 1024, invalid_argument,
+                   "config key 'device': {} is out of range", c.device);
+  CACHALOT_EXPECTS(c.capacity != 0, invalid_argument, "config key 'capacity': must not be 0");
+  CACHALOT_EXPECTS(c.gc_threshold >= 0.0 && c.gc_threshold <= 1.0, invalid_argument,
+                   "config key 'gc_threshold': {} is not in [0, 1]", c.gc_threshold);
+  CACHALOT_EXPECTS(c.memory_fraction >= 0.0 && c.memory_fraction <= 1.0, invalid_argument,
+                   "config key 'memory_fraction': {} is not in (0, 1]", c.memory_fraction);
+  CACHALOT_EXPECTS(c.memory_fraction == 0.0 || c.memory_limit == 0, invalid_argument,
+                   "config keys 'memory_limit' ({} B) and 'memory_fraction' ({}) are both set: "
+                   "they are one setting",
+                   c.memory_limit, c.memory_fraction);
+  if (c.memory_limit != 0 && c.caching) {
+    const std::size_t segment = std::max(c.small_segment_size, c.large_segment_size);
+    CACHALOT_EXPECTS(c.memory_limit >= segment, invalid_argument,
+                     "config key 'memory_limit': {} is below one segment ({}): every request of "
+                     "that pool would fail (write e.g. 90% or 8GiB)",
+                     format_bytes(c.memory_limit), format_bytes(segment));
+  }
+  if (c.reserve != 0) {
+    CACHALOT_EXPECTS(c.caching, invalid_argument,
+                     "config key 'reserve': pass-through mode (caching:0) gives every allocation "
+                     "its own device allocation; a reserve would defeat it");
+    CACHALOT_EXPECTS(c.reserve % c.granularity == 0, invalid_argument,
+                     "config key 'reserve': {} is not a multiple of the granularity ({})",
+                     c.reserve, c.granularity);
+    CACHALOT_EXPECTS(c.memory_limit == 0 || c.reserve <= c.memory_limit, invalid_argument,
+                     "config key 'reserve': {} exceeds memory_limit ({})", format_bytes(c.reserve),
+                     format_bytes(c.memory_limit));
+    CACHALOT_EXPECTS(c.backend != backend_kind::simulated || c.reserve <= c.capacity,
+                     invalid_argument, "config key 'reserve': {} exceeds capacity ({})",
+                     format_bytes(c.reserve), format_bytes(c.capacity));
+  }
+}
+
+void validate_trace_file(const config& c) {
+  const std::string& t = c.trace_file;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != '%') continue;
+    CACHALOT_EXPECTS(i + 1 < t.size() && (t[i + 1] == 'd' || t[i + 1] == '%'), invalid_argument,
+                     "config key 'trace_file': '{}': a % must be followed by d (the device "
+                     "ordinal) or % (a percent sign)",
+                     t);
+    ++i;
+  }
+}
+
+}  // namespace
+
+void config::validate() const {
+  validate_sizes(*this);
+  validate_limits(*this);
+  validate_trace_file(*this);
+}
+
+}  // namespace cachalot

@@ -1,0 +1,178 @@
+// The engine's optional knobs, each off by default and costing the default paths at most one
+// predictable branch:
+//  - roundup_power2_divisions: PyTorch's rounding of request sizes (round_up calls
+//    round_divisions only when some division is above 1);
+//  - reserve: one device allocation at start (a reserve_arena) that growth carves segments from
+//    and released segments go back to; the reserve itself is returned only at destruction;
+//  - max_cached: after a free that leaves idle (wholly free) segments, the idle bytes of every
+//    stream are summed and whole segments released, largest first, down to the cap (frees take
+//    the claimed path while it is set);
+//  - the out-of-memory callback: when even a released cache cannot serve an allocation, the
+//    user's function is called (no lock held) and may free memory and ask for a retry, at most
+//    max_retries times; allocations it makes itself never call it again, and retries it asked
+//    for fail quietly (no OOM counted, no failure traced) until the last one.
+#include <algorithm>
+
+#include "cachalot/config.hpp"
+#include "detail/checks.hpp"
+#include "detail/engine.hpp"
+
+namespace cachalot::detail {
+namespace {
+
+/// What the calling thread is doing with an engine's out-of-memory callback.
+struct oom_scope_state {
+  const engine* e = nullptr;
+  bool retrying = false;  ///< inside a retry (else inside the callback itself)
+};
+thread_local oom_scope_state t_oom;
+
+class oom_scope {
+ public:
+  oom_scope(const engine* e, bool retrying) : saved_(t_oom) { t_oom = {e, retrying}; }
+  ~oom_scope() { t_oom = saved_; }
+  oom_scope(const oom_scope&) = delete;
+  oom_scope& operator=(const oom_scope&) = delete;
+
+ private:
+  oom_scope_state saved_;
+};
+
+}  // namespace
+
+// --- roundup_power2_divisions ----------------------------------------------------------------
+
+std::size_t engine::round_divisions(std::size_t bytes) const noexcept {
+  return round_request(bytes, granularity_, cfg_.divisions_for(bytes));
+}
+
+// --- reserve ---------------------------------------------------------------------------------
+
+void engine::start_reserve() {
+  if (cfg_.reserve == 0) return;
+  CACHALOT_EXPECTS(gstats_.reserve_room(cfg_.reserve, memory_limit_), invalid_argument,
+                   "config key 'reserve': {} exceeds the memory limit ({})",
+                   format_bytes(cfg_.reserve), format_bytes(memory_limit_));
+  void* base = nullptr;
+  try {
+    base = backend_->allocate_segment(cfg_.reserve, nullptr);
+  } catch (...) {
+    gstats_.release_room(cfg_.reserve);
+    throw;
+  }
+  if (base == nullptr) {
+    gstats_.release_room(cfg_.reserve);
+    oom_info info;
+    info.requested_bytes = cfg_.reserve;
+    info.device_total = device_total_;
+    info.memory_limit = memory_limit_;
+    throw out_of_memory(
+        info,
+        detail::format("cachalot: out of memory: the device cannot supply the "
+                       "reserve of "
+                       "{} (config key 'reserve') on device {} when the allocator starts",
+                       format_bytes(cfg_.reserve), backend_->device()),
+        __FILE__, __LINE__);
+  }
+  const std::size_t alignment = std::max(granularity_, backend_->segment_alignment());
+  arena_ = std::make_unique<reserve_arena>(reinterpret_cast<std::uintptr_t>(base), cfg_.reserve,
+                                           alignment);
+}
+
+void engine::return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve) {
+  *to_reserve = arena_ && arena_->give_back(base, size);
+  if (!*to_reserve) backend_->free_segment(reinterpret_cast<void*>(base), size);
+}
+
+// --- max_cached ------------------------------------------------------------------------------
+
+void engine::cap_idle(stream_state& ss) noexcept {
+  try {
+    {
+      // Only a stream that now holds idle bytes can have taken the total over the cap: every
+      // path that makes a segment idle ends here.
+      std::lock_guard<spinlock> lock(ss.lock);
+      if (ss.stats.whole_free(0) + ss.stats.whole_free(1) == 0) return;
+    }
+    std::size_t idle = 0;
+    {
+      all_streams_lock all(*this);
+      for (const stream_state* s : all.streams()) {
+        idle += s->stats.whole_free(0) + s->stats.whole_free(1);
+      }
+    }
+    if (idle > max_cached_) release_idle(idle - max_cached_);
+  } catch (...) {
+    // A segment the device would not take back stays cached (and counted): the free itself
+    // succeeded and must not report a failure.
+  }
+}
+
+std::size_t engine::release_idle(std::size_t bytes) {
+  std::lock_guard<std::mutex> release_lock(release_mutex_);
+  struct candidate {
+    stream_state* ss;
+    segment* seg;
+    std::size_t size;
+  };
+  std::vector<candidate> candidates;
+  for (stream_state* ss : states()) {
+    std::lock_guard<spinlock> lock(ss->lock);
+    for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
+      if (seg->first->state == block_state::free && seg->first->whole()) {
+        candidates.push_back(candidate{ss, seg, seg->size});
+      }
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const candidate& a, const candidate& b) { return a.size > b.size; });
+  std::size_t released = 0;
+  for (const candidate& c : candidates) {
+    if (released >= bytes) break;
+    if (release_segment(*c.ss, c.seg)) released += c.size;
+  }
+  return released;
+}
+
+// --- out-of-memory callback ------------------------------------------------------------------
+
+void engine::set_oom_callback(std::function<bool(std::size_t, stream_t)> callback,
+                              unsigned max_retries) {
+  std::lock_guard<std::mutex> lock(oom_mutex_);
+  oom_callback_ = std::move(callback);
+  oom_retries_ = max_retries;
+  has_oom_callback_.store(static_cast<bool>(oom_callback_), std::memory_order_release);
+}
+
+bool engine::quiet_oom() const noexcept {
+  return t_oom.e == this && t_oom.retrying;
+}
+
+block* engine::retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
+                                        std::size_t requested) {
+  if (t_oom.e == this) return nullptr;  // the callback's own allocation, or a retry: no recursion
+  std::function<bool(std::size_t, stream_t)> callback;
+  unsigned retries = 0;
+  {
+    std::lock_guard<std::mutex> lock(oom_mutex_);
+    callback = oom_callback_;
+    retries = oom_retries_;
+  }
+  for (unsigned attempt = 0; callback && attempt < retries; ++attempt) {
+    bool again = false;
+    {
+      oom_scope scope(this, false);
+      again = callback(requested, ss.stream);  // may throw: out of allocate, nothing changed
+    }
+    if (!again) return nullptr;
+    gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
+    try {
+      oom_scope scope(this, true);
+      return allocate_slow(ss, pool, rounded, requested, false);
+    } catch (const oom_retry&) {
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace cachalot::detail

@@ -1,0 +1,53 @@
+"""scripts/bench_report.py on a small made-up run: every replay row gives its own capacity and
+its smallest clean capacity, an incomplete replay shows no fragmentation, the columns and the
+yardsticks are explained, and two threads on one stream slower than one are flagged."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+root = sys.argv[1]
+
+
+def bench(name, ips, cpu_ns):
+    return {"name": name, "run_name": name, "run_type": "aggregate", "aggregate_name": "median",
+            "items_per_second": ips, "cpu_time": cpu_ns, "time_unit": "ns"}
+
+
+benchmarks = {"context": {"cachalot_backend": "simulated"}, "benchmarks": [
+    bench("hot_pair/cachalot/512", 2e7, 50), bench("hot_pair/malloc/512", 1e8, 10),
+    bench("hot_pair/passthrough/512", 3e6, 300),
+    bench("threads_one_stream/cachalot/threads:1/real_time", 2e7, 50),
+    bench("threads_one_stream/cachalot/threads:2/real_time", 4e6, 490)]}
+
+
+def replay(name, capacity, ooms, frag, min_cap):
+    r = {"trace": "bench/traces/%s.csv" % name, "ops": 100, "capacity_bytes": capacity,
+         "peak_requested_bytes": 2**30, "peak_allocated_bytes": 2**30,
+         "peak_reserved_bytes": 2**31, "complete": ooms == 0, "fragmentation": frag,
+         "ooms": ooms, "segment_allocs": 3, "segment_frees": 1, "ns_per_op": 70.0,
+         "baseline": {"fragmentation": 1.0, "ns_per_op": 300.0, "complete": True}}
+    if min_cap:
+        r["min_capacity"] = {"found": True, "bytes": min_cap, "factor": min_cap / 2**30,
+                             "precision_bytes": 2 << 20, "replays": 9}
+    return r
+
+
+with tempfile.TemporaryDirectory() as d:
+    b, r = os.path.join(d, "bench.json"), os.path.join(d, "replay.jsonl")
+    json.dump(benchmarks, open(b, "w"))
+    with open(r, "w") as f:
+        f.write(json.dumps(replay("alpha", 5 * 2**30, 0, 2.0, 2**30 + 2**29)) + "\n")
+        f.write(json.dumps(replay("beta", 3 * 2**30, 7, None, None)) + "\n")
+    out = subprocess.run([sys.executable, os.path.join(root, "scripts", "bench_report.py"),
+                          "--bench", b, "--replay", "sim=" + r], stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+want = ["5.00 GiB", "3.00 GiB", "1.50 GiB 1.500x", "n/a", "INCOMPLETE (allocations refused): beta",
+        "min capacity = the smallest capacity", "peak req / all / res", "glibc = malloc/free",
+        "simulator's bookkeeping", "FLAG: two threads on ONE stream are slower than one"]
+missing = [w for w in want if w not in out]
+if missing:
+    print("missing %s in:\n%s" % (missing, out))
+    sys.exit(1)
+print("1 passed, 0 failed")
