@@ -276,7 +276,7 @@ void cuda_backend::check_vm_range(const char* op, const void* addr, std::size_t 
                    backend_error,
                    "{}({}, {}): address and size must be non-zero multiples of the "
                    "granularity {} of CUDA device {}",
-                   op, addr, bytes, vm_granularity_, device_);
+                   op, ptr(addr), bytes, vm_granularity_, device_);
 }
 
 void* cuda_backend::reserve_address_range(std::size_t bytes) {
@@ -301,7 +301,7 @@ void cuda_backend::release_address_range(void* base, std::size_t bytes) {
     const auto b = reinterpret_cast<std::uintptr_t>(base);
     const auto it = chunks_.lower_bound(b);
     CACHALOT_EXPECTS(it == chunks_.end() || it->first >= b + bytes, backend_error,
-                     "release_address_range({}, {}): the chunk at {:#x} is still mapped", base,
+                     "release_address_range({}, {}): the chunk at {:#x} is still mapped", ptr(base),
                      bytes, it == chunks_.end() ? 0 : it->first);
   }
   const cu::context_guard guard(api_, context_);
@@ -319,7 +319,7 @@ bool cuda_backend::map_chunk(void* addr, std::size_t bytes) {
     auto it = chunks_.lower_bound(base + bytes);
     const bool overlaps = it != chunks_.begin() && (--it, it->first + it->second.bytes > base);
     CACHALOT_EXPECTS(!overlaps, backend_error,
-                     "map_chunk({}, {}): overlaps the chunk mapped at {:#x}", addr, bytes,
+                     "map_chunk({}, {}): overlaps the chunk mapped at {:#x}", ptr(addr), bytes,
                      overlaps ? it->first : 0);
   }
   const cu::context_guard guard(api_, context_);
@@ -356,11 +356,11 @@ void cuda_backend::unmap_chunk(void* addr, std::size_t bytes) {
     const std::lock_guard lock(vm_mutex_);
     const auto it = chunks_.find(base);
     CACHALOT_EXPECTS(it != chunks_.end(), backend_error,
-                     "unmap_chunk({}, {}): no chunk is mapped at this address", addr, bytes);
+                     "unmap_chunk({}, {}): no chunk is mapped at this address", ptr(addr), bytes);
     CACHALOT_EXPECTS(it->second.bytes == bytes, backend_error,
                      "unmap_chunk({}, {}): the chunk there was mapped with {} bytes; a chunk is "
                      "unmapped whole (CUDA cannot unmap part of a mapping)",
-                     addr, bytes, it->second.bytes);
+                     ptr(addr), bytes, it->second.bytes);
     c = it->second;
     chunks_.erase(it);  // a concurrent unmap of the same chunk now fails cleanly
   }

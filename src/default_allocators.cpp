@@ -7,7 +7,7 @@
 // pointer is; a default allocator runs on CUDA unless its config names the simulated device.
 #include "cachalot/default.hpp"
 
-#include <fmt/format.h>
+#include "detail/format.hpp"
 
 #include <atomic>
 #include <mutex>
@@ -40,7 +40,7 @@ bool valid_device(int device) noexcept {
 void check_device(const char* what, int device) {
   if (!valid_device(device)) {
     throw invalid_argument(
-        fmt::format("{}: device {} is outside [0, {})", what, device, max_default_devices),
+        detail::format("{}: device {} is outside [0, {})", what, device, max_default_devices),
         __FILE__, __LINE__);
   }
 }
@@ -84,7 +84,7 @@ allocator* create(slot& s, int device) {
   try {
     cfg = base_config();
   } catch (const invalid_argument& e) {
-    const std::string message = fmt::format(
+    const std::string message = detail::format(
         "the default allocators cannot start: {}; every allocation through them "
         "(hooks, default_allocator) fails until it is fixed",
         e.what());
@@ -105,8 +105,8 @@ allocator* create(slot& s, int device) {
   } catch (const error& e) {
     const std::string message =
         asked_simulated
-            ? fmt::format("the default allocator of device {} cannot start: {}", device, e.what())
-            : fmt::format(
+            ? detail::format("the default allocator of device {} cannot start: {}", device, e.what())
+            : detail::format(
                   "the default allocator of device {} cannot start on CUDA: {}. Default "
                   "allocators never fall back to the simulated device; to use it "
                   "deliberately, set CACHALOT_CONF=backend:simulated",
@@ -117,7 +117,7 @@ allocator* create(slot& s, int device) {
   s.created_from = new std::string(base);
   const device_memory_info mi = a->backend().memory_info();
   detail::log(detail::log_level::info,
-              fmt::format("default allocator of device {}: backend {}, device memory {} ({} "
+              detail::format("default allocator of device {}: backend {}, device memory {} ({} "
                           "free), config {}",
                           device, a->backend().name(), format_bytes(mi.total),
                           format_bytes(mi.free), a->get_config().to_string()));
@@ -135,7 +135,7 @@ void check_unchanged(const std::string& text) {
     const slot& s = g_slots[d];
     if (s.created_from != nullptr && *s.created_from != text) {
       throw invalid_argument(
-          fmt::format("the default allocator of device {} exists already with config '{}'; "
+          detail::format("the default allocator of device {} exists already with config '{}'; "
                       "configure the default allocators before their first use",
                       d, *s.created_from),
           __FILE__, __LINE__);
@@ -199,14 +199,14 @@ void configure_default_allocators_from_environment() {
 void set_default_memory_fraction(int device, double fraction) {
   check_device("set_default_memory_fraction", device);
   if (!(fraction >= 0.0 && fraction <= 1.0)) {
-    throw invalid_argument(fmt::format("memory fraction {} is not in [0, 1]", fraction), __FILE__,
+    throw invalid_argument(detail::format("memory fraction {} is not in [0, 1]", fraction), __FILE__,
                            __LINE__);
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   slot& s = g_slots[device];
   if (allocator* a = s.instance.load(std::memory_order_acquire)) {
     if (a->get_config().memory_fraction == fraction) return;
-    throw not_supported(fmt::format("the default allocator of device {} exists already (memory "
+    throw not_supported(detail::format("the default allocator of device {} exists already (memory "
                                     "limit {}); set its memory fraction before its first "
                                     "allocation, or use config key memory_limit",
                                     device, format_bytes(a->get_config().memory_limit)),
@@ -246,7 +246,7 @@ void default_free(int device, void* ptr, std::size_t size, stream_t stream) {
     // Nobody owns it: the allocator of `device` explains why (freed already, interior, ...).
     if (allocator* a = default_allocator_if_created(device)) release(*a);
     throw invalid_pointer(
-        fmt::format("{} is not a live allocation of any default allocator", fmt::ptr(ptr)),
+        detail::format("{} is not a live allocation of any default allocator", detail::ptr(ptr)),
         __FILE__, __LINE__);
   }
   release(*owner);
@@ -256,7 +256,7 @@ void default_record_stream(void* ptr, stream_t stream) {
   allocator* owner = default_allocator_owning(ptr);
   if (owner == nullptr) {
     throw invalid_pointer(
-        fmt::format("{} is not a live allocation of any default allocator", fmt::ptr(ptr)),
+        detail::format("{} is not a live allocation of any default allocator", detail::ptr(ptr)),
         __FILE__, __LINE__);
   }
   owner->record_stream(ptr, stream);

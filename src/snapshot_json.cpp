@@ -4,7 +4,7 @@
 // layout of torch.cuda.memory_snapshot().
 #include "detail/snapshot_json.hpp"
 
-#include <fmt/format.h>
+#include "detail/format.hpp"
 
 #include <cstdint>
 

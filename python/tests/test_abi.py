@@ -72,7 +72,7 @@ def test_every_typed_entry_point_is_exported():
 
 
 def test_errors_map_to_python_exceptions(allocator):
-    with pytest.raises(cachalot.InvalidPointerError, match="not allocated by this allocator") as e:
+    with pytest.raises(cachalot.InvalidPointerError, match="not a live allocation of this allocator") as e:
         allocator.free(12345)
     assert e.value.status == _lib.INVALID_POINTER
     with pytest.raises(cachalot.OutOfMemoryError, match="out of memory") as e:

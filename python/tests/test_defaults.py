@@ -13,7 +13,7 @@ def test_configure_before_first_use():
         cachalot.configure("backend:simulated,capacity:2GiB")
         cachalot.configure("backend:simulated,capacity:2GiB")   # the same again: fine
         cachalot.memory_summary()  # creates the default allocator of device 0
-        assert "device 0 (simulated backend)" in cachalot.memory_summary()
+        assert "device 0, served by the simulated backend" in cachalot.memory_summary()
         with pytest.raises(cachalot.InvalidArgumentError, match="exists already"):
             cachalot.configure("backend:simulated,capacity:4GiB")
         with pytest.raises(cachalot.InvalidArgumentError, match="exists already"):

@@ -86,7 +86,7 @@ def test_peak_reset_and_empty_cache(allocator):
     assert d["num_device_free"] == 2
     assert d["cachalot.num_cache_flushes"] == 1
     summary = allocator.memory_summary()
-    assert "cachalot memory summary, device 0 (simulated backend)" in summary
+    assert "cachalot memory summary: device 0, served by the simulated backend" in summary
     assert "Reserved memory" in summary
 
 
@@ -110,5 +110,5 @@ def test_exact_stats_of_the_default_allocator():
         free(large)
         cachalot.empty_cache()
         assert cachalot.memory_stats()["reserved_bytes.all.current"] == 0
-        assert "device 0 (simulated backend)" in cachalot.memory_summary()
+        assert "device 0, served by the simulated backend" in cachalot.memory_summary()
     """, CACHALOT_LOG="off")

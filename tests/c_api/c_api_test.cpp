@@ -7,9 +7,9 @@
 
 #include <stdexcept>
 #include <string>
-
 #include <thread>
 #include <vector>
+
 #include "cachalot/version.h"
 
 namespace {
@@ -268,8 +268,9 @@ TEST(c_api_oom_callback, AnExceptionFromTheCallbackBecomesAStatus) {
   EXPECT_NE(std::string(cachalot_last_error()).find("callback registered through the C API threw"),
             std::string::npos);
   cachalot_stats s{};
+  s.size = sizeof s;
   ASSERT_EQ(cachalot_get_stats(a, &s), CACHALOT_SUCCESS);
-  EXPECT_EQ(s.allocated_bytes, 40u << 20);
+  EXPECT_EQ(s.allocated_bytes.all.current, 40u << 20);
   EXPECT_EQ(cachalot_free(a, held, nullptr), CACHALOT_SUCCESS);
   cachalot_destroy(a);
 }
