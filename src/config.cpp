@@ -151,13 +151,17 @@ void apply(config& c, std::string_view key, std::string_view v) {
     c.debug = bool_of(v, key);
   } else if (key == "caching") {
     c.caching = bool_of(v, key);
+  } else if (key == "expandable_segments") {
+    c.expandable_segments = bool_of(v, key);
   } else {
-    CACHALOT_FAIL(invalid_argument,
-                  "config: unknown key '{}' (known: backend, device, capacity, host_backing, "
-                  "granularity, small_size, small_segment, large_segment, mid_size, "
-                  "segment_rounding, small_split_min, large_split_min, max_split_size, "
-                  "memory_limit, memory_fraction, gc_threshold, trace_file, debug, caching)",
-                  key);
+    CACHALOT_FAIL(
+        invalid_argument,
+        "config: unknown key '{}' (known: backend, device, capacity, host_backing, "
+        "granularity, small_size, small_segment, large_segment, mid_size, "
+        "segment_rounding, small_split_min, large_split_min, max_split_size, "
+        "memory_limit, memory_fraction, gc_threshold, expandable_segments, trace_file, debug, "
+        "caching)",
+        key);
   }
 }
 
@@ -262,7 +266,8 @@ std::string config::to_string() const {
       large_split_remainder,
       max_split_size == SIZE_MAX ? std::string("none") : fmt::format("{}B", max_split_size),
       debug ? 1 : 0, caching ? 1 : 0);
-  s += fmt::format(",gc_threshold:{}", gc_threshold);
+  s += fmt::format(",gc_threshold:{},expandable_segments:{}", gc_threshold,
+                   expandable_segments ? 1 : 0);
   if (memory_fraction > 0.0) {
     s += fmt::format(",memory_fraction:{}", memory_fraction);
   } else if (memory_limit != 0) {

@@ -49,6 +49,19 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   poison_ = debug_ && caching_ && backend_->host_accessible();
   slow_free_ = !caching_ || debug_;
   alloc_hooks_ = tracer_ != nullptr || poison_;
+  expandable_ = cfg_.expandable_segments && caching_;
+  if (expandable_) {
+    CACHALOT_EXPECTS(backend_->supports_virtual_memory(), not_supported,
+                     "config key 'expandable_segments': the {} backend of device {} has no "
+                     "virtual memory support; remove the key to use fixed segments",
+                     backend_->name(), backend_->device());
+    chunk_ = backend_->vm_granularity();
+    const std::size_t span = memory_limit_ != 0 ? memory_limit_ : device_total_;
+    range_bytes_ = (span + chunk_ - 1) / chunk_ * chunk_;
+    // A remainder left unsplit would stay mapped inside the allocation; split off, it is free
+    // memory that the next growth extends (docs/design.md).
+    large_split_remainder_ = 0;
+  }
 }
 
 engine::~engine() {
@@ -72,9 +85,13 @@ engine::~engine() {
   for (stream_state* ss : state_list_) {
     for (segment* seg = ss->segments; seg != nullptr;) {
       segment* next = seg->next;
-      try {
-        backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
-      } catch (...) {
+      if (seg->expandable()) {
+        destroy_expandable(seg);
+      } else {
+        try {
+          backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+        } catch (...) {
+        }
       }
       delete seg;
       seg = next;
@@ -162,6 +179,8 @@ memory_stats engine::stats() const {
     s.num_pending_blocks += ss->stats.num_pending;
     s.num_segment_allocs += ss->stats.num_segment_allocs;
     s.num_segment_frees += ss->stats.num_segment_frees;
+    s.num_chunk_maps += ss->stats.num_chunk_maps;
+    s.num_chunk_unmaps += ss->stats.num_chunk_unmaps;
     for (const free_index& index : ss->index) {
       s.num_free_blocks += index.count();
       if (const block* b = index.largest()) {
@@ -192,8 +211,20 @@ memory_snapshot engine::snapshot() const {
   all_streams_lock all(*this);  // one consistent cut, as stats() reads
   for (const stream_state* ss : all.streams()) {
     for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      segment_info info{seg->base, seg->size, ss->stream, seg->pool, {}};
+      segment_info info;
+      info.address = seg->base;
+      info.size = seg->size;
+      info.stream = ss->stream;
+      info.pool = seg->pool;
+      info.expandable = seg->expandable();
+      info.range_size = seg->range_size;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
+        // A span being mapped or unmapped shows as the hole it is (or will be) in the stats.
+        if (b->state == block_state::unmapped && !info.blocks.empty() &&
+            info.blocks.back().state == block_state::unmapped) {
+          info.blocks.back().size += b->size;
+          continue;
+        }
         info.blocks.push_back(block_info{b->addr, b->size, b->requested, b->state});
       }
       snap.segments.push_back(std::move(info));
@@ -223,12 +254,13 @@ std::string engine::describe(std::uintptr_t addr) const {
   for (stream_state* ss : states()) {
     std::lock_guard<spinlock> lock(ss->lock);
     for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      if (addr < seg->base || addr >= seg->base + seg->size) continue;
+      if (addr < seg->base || addr >= seg->end()) continue;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         if (addr < b->addr || addr >= b->addr + b->size) continue;
-        const char* state = b->state == block_state::free      ? "free (already freed?)"
-                            : b->state == block_state::pending ? "pending (already freed)"
-                                                               : "allocated";
+        const char* state = b->state == block_state::free       ? "free (already freed?)"
+                            : b->state == block_state::pending  ? "pending (already freed)"
+                            : b->state == block_state::unmapped ? "unmapped (a hole)"
+                                                                : "allocated";
         if (addr == b->addr) {
           return fmt::format("{:#x} is not a live allocation: its block of {} B on stream {} is {}",
                              addr, b->size, fmt::ptr(ss->stream), state);

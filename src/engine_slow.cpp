@@ -39,6 +39,7 @@ block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::si
   auto seg = std::make_unique<segment>();
   seg->base = reinterpret_cast<std::uintptr_t>(base);
   seg->size = size;
+  seg->range_size = size;
   seg->pool = pool;
   seg->owner = &ss;
   all_streams_lock all(*this, &ss);
@@ -75,7 +76,8 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   }
   // A request no segment can ever hold fails before anything changes (no event is polled).
   const std::size_t seg_size = segment_size_for(pool, rounded);
-  if (seg_size > device_total_ || (memory_limit_ != 0 && seg_size > memory_limit_)) {
+  const std::size_t need = growth_bytes(rounded, seg_size);  // a segment, or chunks
+  if (need > device_total_ || (memory_limit_ != 0 && need > memory_limit_)) {
     fail_oom(requested, stream, "the request can never fit on this device or under the limit");
   }
   if (backend_->is_capturing(stream)) {
@@ -96,20 +98,16 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // 2. A new segment. Near the limit, cached segments nothing fits in are returned first
   // (largest first, only as many as needed), so that reserved memory stays close to what is in
   // use.
-  if (gc_bytes_ != 0 && gstats_.committed() + seg_size > gc_bytes_) {
-    release_cached(gc_bytes_ > seg_size ? gc_bytes_ - seg_size : 0, true);
+  if (gc_bytes_ != 0 && gstats_.committed() + need > gc_bytes_) {
+    release_cached(gc_bytes_ > need ? gc_bytes_ - need : 0, true);
   }
-  if (void* base = grow(seg_size, stream)) {
-    return add_segment(ss, pool, base, seg_size, rounded, requested);
-  }
+  if (block* b = grow_memory(ss, pool, rounded, requested, seg_size)) return b;
   // 3. Complete pending events, release every cached segment, retry.
   gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
   poll_pending(true);
   release_cached(0, false);
   if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
-  if (void* base = grow(seg_size, stream)) {
-    return add_segment(ss, pool, base, seg_size, rounded, requested);
-  }
+  if (block* b = grow_memory(ss, pool, rounded, requested, seg_size)) return b;
   fail_oom(requested, stream, "the device cannot supply a new segment");
 }
 
@@ -136,17 +134,33 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
   }
   std::string limit =
       memory_limit_ != 0 ? fmt::format(", memory limit {}", format_bytes(memory_limit_)) : "";
+  std::string mapped;
+  if (expandable_) {
+    std::size_t bytes_mapped = 0;
+    all_streams_lock all(*this);
+    for (const stream_state* ss : all.streams()) {
+      for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
+        if (seg->expandable()) bytes_mapped += seg->size;
+      }
+    }
+    mapped = fmt::format(" ({} of it mapped in expandable segments)", format_bytes(bytes_mapped));
+  }
+  const char* hint =
+      expandable_ ? "Hint: with expandable segments, reserved but unallocated memory that "
+                    "empty_cache() cannot return lies in chunks shared with live blocks; free "
+                    "live memory or raise the memory limit."
+                  : "Hint: if reserved but unallocated memory is large, fragmentation is the "
+                    "cause: set expandable_segments:1 or max_split_size, free cached memory with "
+                    "empty_cache(), or raise the memory limit.";
   std::string msg = fmt::format(
       "cachalot: out of memory: tried to allocate {} on device {} (stream {}): {}. Device "
-      "capacity {}, {} free{}; this allocator has {} reserved, {} allocated, {} reserved but "
-      "unallocated, largest free block {}. Hint: if reserved but unallocated memory is large, "
-      "fragmentation is the cause: set max_split_size, free cached memory with empty_cache(), or "
-      "raise the memory limit.",
+      "capacity {}, {} free{}; this allocator has {} reserved{}, {} allocated, {} reserved but "
+      "unallocated, largest free block {}. {}",
       format_bytes(bytes), backend_->device(), fmt::ptr(stream), why,
       format_bytes(info.device_total), format_bytes(info.device_free), limit,
-      format_bytes(info.reserved_bytes), format_bytes(info.allocated_bytes),
+      format_bytes(info.reserved_bytes), mapped, format_bytes(info.allocated_bytes),
       format_bytes(info.reserved_bytes - info.allocated_bytes),
-      format_bytes(info.largest_free_block));
+      format_bytes(info.largest_free_block), hint);
   throw out_of_memory(info, msg, __FILE__, __LINE__);
 }
 
@@ -412,30 +426,47 @@ void engine::release_or_keep(stream_state& ss, segment* seg) noexcept {
 }
 
 std::size_t engine::release_cached(std::size_t target_reserved, bool largest_first) {
+  // Candidates: fixed segments with no live block, and the whole chunks of free blocks of
+  // expandable segments (of streams not being captured).
   std::lock_guard<std::mutex> release_lock(release_mutex_);
-  struct candidate {
-    stream_state* ss;
-    segment* seg;
-    std::size_t size;
-  };
-  std::vector<candidate> candidates;
+  std::vector<release_candidate> candidates;
   for (stream_state* ss : states()) {
+    const bool vm = expandable_ && vm_allowed(ss->stream);
     std::lock_guard<spinlock> lock(ss->lock);
     for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      if (seg->first->state == block_state::free && seg->first->whole()) {
-        candidates.push_back(candidate{ss, seg, seg->size});
+      if (!seg->expandable() && seg->first->state == block_state::free && seg->first->whole()) {
+        candidates.push_back(release_candidate{ss, seg, nullptr, seg->base, seg->size});
       }
     }
+    if (vm) collect_spans(*ss, candidates);
   }
   if (largest_first) {
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const candidate& a, const candidate& b) { return a.size > b.size; });
+    std::stable_sort(
+        candidates.begin(), candidates.end(),
+        [](const release_candidate& a, const release_candidate& b) { return a.bytes > b.bytes; });
   }
   std::size_t released = 0;
-  for (const candidate& c : candidates) {
-    if (gstats_.committed() <= target_reserved) break;
-    if (release_segment(*c.ss, c.seg)) released += c.size;
+  std::size_t expected = gstats_.committed();  // after the spans picked so far are unmapped
+  std::vector<std::pair<stream_state*, std::vector<release_candidate>>> spans;  // per stream
+  for (release_candidate c : candidates) {
+    if (c.bytes != 0 && expected <= target_reserved) continue;  // (empty segments always go)
+    if (!c.seg->expandable()) {
+      if (release_segment(*c.ss, c.seg)) released += c.bytes;
+      expected = gstats_.committed();
+      continue;
+    }
+    // Only the chunks needed to reach the target, from the top of the free block.
+    const std::size_t over = expected > target_reserved ? expected - target_reserved : 0;
+    const std::size_t take = std::min(c.bytes, (over + chunk_ - 1) / chunk_ * chunk_);
+    c.addr += c.bytes - take;
+    c.bytes = take;
+    expected -= take;
+    auto it =
+        std::find_if(spans.begin(), spans.end(), [&](const auto& s) { return s.first == c.ss; });
+    if (it == spans.end()) it = spans.insert(spans.end(), {c.ss, {}});
+    it->second.push_back(c);
   }
+  for (auto& [ss, picks] : spans) released += release_spans(*ss, picks);  // one sync per stream
   gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
   return released;
 }

@@ -63,6 +63,13 @@ struct config {
   /// keeps reserved memory close to what is in use when memory is tight.
   double gc_threshold = 0.9;
 
+  /// key `expandable_segments` (PyTorch's name): each stream and pool grows one segment in
+  /// place, a virtual address range whose physical chunks (of the backend's vm_granularity) are
+  /// mapped on demand and unmapped when memory is released, holes in the middle included.
+  /// Needs a backend with virtual memory (else the allocator fails to start with
+  /// not_supported); ignored in pass-through mode (caching:0). Default off (docs/design.md).
+  bool expandable_segments = false;
+
   /// key `trace_file`: write every allocate and free to this CSV (RMM log format); empty: off.
   std::string trace_file;
   /// key `debug`: checked mode (extra validation of every free).

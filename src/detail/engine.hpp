@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -38,6 +39,7 @@
 #include "cachalot/config.hpp"
 #include "cachalot/stats.hpp"
 #include "detail/block.hpp"
+#include "detail/expandable.hpp"
 #include "detail/pointer_map.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_state.hpp"
@@ -181,11 +183,13 @@ class engine {
                std::size_t requested, bool forced, bool* over_ceiling) {
     const bool split_it = should_split(b, rounded);
     const std::size_t size = split_it ? rounded : b->size;
-    const std::size_t whole = b->whole() ? b->seg->size : 0;
+    segment* seg = b->seg;
+    const std::size_t whole = seg->live == 0 ? seg->size : 0;
     if (!ss.stats.try_alloc(pool, size, requested, whole, !forced)) [[unlikely]] {
       *over_ceiling = true;
       return nullptr;
     }
+    ++seg->live;
     remove_free(ss, b);
     if (split_it) split(ss, b, rounded);
     b->state = block_state::allocated;
@@ -196,14 +200,10 @@ class engine {
     return b;
   }
 
-  /// Bytes of the segment if freeing `b` (allocated or pending) leaves it wholly free, else 0.
-  /// Adjacent free blocks are always coalesced, so a free neighbour has no free neighbour.
+  /// Reserved bytes of the segment if freeing `b` (allocated or pending) leaves it with no
+  /// live block, else 0.
   static std::size_t whole_after_free(const block* b) noexcept {
-    const block* p = b->prev;
-    const block* n = b->next;
-    const bool low = p == nullptr || (p->state == block_state::free && p->prev == nullptr);
-    const bool high = n == nullptr || (n->state == block_state::free && n->next == nullptr);
-    return low && high ? b->seg->size : 0;
+    return b->seg->live == 1 ? b->seg->size : 0;
   }
 
   /// Under ss.lock: frees an allocated block (not deferred). False, with nothing changed, if its
@@ -259,6 +259,7 @@ class engine {
   /// (Whether that leaves the segment wholly free is known beforehand: whole_after_free.)
   void release_block(stream_state& ss, block* b) {
     b->requested = 0;
+    --b->seg->live;
     if (block* n = b->next; n != nullptr && n->state == block_state::free) {
       remove_free(ss, n);
       b->size += n->size;
@@ -342,6 +343,26 @@ class engine {
   event_t acquire_event();
   void recycle_event(event_t e) noexcept;
   std::size_t release_cached(std::size_t target_reserved, bool largest_first);
+  // --- expandable segments (expandable.cpp) ---
+  std::size_t growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept;
+  block* grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
+                     std::size_t seg_size);
+  block* grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
+                         std::size_t requested, bool* no_space);
+  growth_span new_expandable(stream_state& ss, pool_kind pool, std::size_t bytes);
+  std::size_t map_span(const block* span, std::uint64_t& maps, std::uint64_t& unmaps,
+                       std::exception_ptr& error);
+  block* attach(stream_state& ss, const growth_span& g, std::size_t mapped, std::uint64_t maps,
+                std::uint64_t unmaps);
+  block* coalesce_free(stream_state& ss, block* b);
+  void collect_spans(stream_state& ss, std::vector<release_candidate>& out) const;
+  std::size_t release_spans(stream_state& ss, const std::vector<release_candidate>& picks);
+  void restore_span(stream_state& ss, const unmap_span& u, std::size_t unmapped);
+  std::vector<segment*> unlink_empty(stream_state& ss);
+  void release_ranges(stream_state& ss, const std::vector<segment*>& empty);
+  void sync_stream(stream_t stream);
+  bool vm_allowed(stream_t stream);
+  void destroy_expandable(segment* seg) noexcept;
   bool release_segment(stream_state& ss, segment* seg);
   void release_or_keep(stream_state& ss, segment* seg) noexcept;
   std::vector<stream_state*> states() const;
@@ -360,6 +381,9 @@ class engine {
   std::size_t gc_bytes_;  // reserved bytes above which growth first releases cached segments
   std::size_t device_total_;
   bool caching_;
+  bool expandable_ = false;      ///< expandable segments (config and caching on)
+  std::size_t chunk_ = 0;        ///< expandable segments: bytes per mapped chunk
+  std::size_t range_bytes_ = 0;  ///< expandable segments: address space per segment
   // Checked mode (config.debug) and its use-after-free detection (poison_: checked mode on
   // host-accessible memory). Each hot path pays one branch on one of the two flags below.
   bool debug_;

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <map>
 
-#include "detail/block.hpp"
 #include "detail/free_index.hpp"
+#include "detail/segment.hpp"
 #include "detail/spinlock.hpp"
 #include "detail/stats_tracker.hpp"
 

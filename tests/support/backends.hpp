@@ -34,8 +34,8 @@ inline std::shared_ptr<device_backend> make_sim(const config& c) {
   return std::make_shared<simulated_device>(o);
 }
 
-/// The cases: simulated device bare and host-backed, with the default and a tuned config;
-/// CUDA with the default config when a device exists.
+/// The cases: simulated device bare and host-backed, with the default and a tuned config, with
+/// fixed and with expandable segments; CUDA with the default config when a device exists.
 inline std::vector<backend_case> conformance_cases() {
   std::vector<backend_case> cases = {
       {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim},
@@ -43,6 +43,14 @@ inline std::vector<backend_case> conformance_cases() {
       {"sim_max_split", "backend:simulated,capacity:8GiB,max_split_size:64MiB", true, false,
        make_sim},
       {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim},
+      {"sim_expandable", "backend:simulated,capacity:8GiB,expandable_segments:1", true, false,
+       make_sim},
+      {"sim_expandable_host_backed",
+       "backend:simulated,capacity:1GiB,host_backing:1,expandable_segments:1", true, true,
+       make_sim},
+      {"sim_expandable_limit",
+       "backend:simulated,capacity:80GiB,memory_limit:2GiB,expandable_segments:1", true, false,
+       make_sim},
   };
   if (cuda_device_count() > 0) {
     cases.push_back({"cuda_default", "backend:cuda,memory_limit:8GiB", false, false,
