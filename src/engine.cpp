@@ -61,6 +61,11 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     // A remainder left unsplit would stay mapped inside the allocation; split off, it is free
     // memory that the next growth extends (docs/design.md).
     large_split_remainder_ = 0;
+    // Requests far below a chunk (small pool: below 1/32 of it) and below one chunk (large
+    // pool) grow segments of their own, so that small long-lived blocks cannot pin the chunks
+    // of larger ones (docs/design.md, "Expandable segments").
+    band_split_[0] = chunk_ / 32;
+    band_split_[1] = chunk_;
   }
 }
 

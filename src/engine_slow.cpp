@@ -41,6 +41,7 @@ block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::si
   seg->size = size;
   seg->range_size = size;
   seg->pool = pool;
+  seg->band = static_cast<std::uint8_t>(band_of(pool, rounded));
   seg->owner = &ss;
   all_streams_lock all(*this, &ss);
   block* whole = ss.nodes.acquire(&ss);
@@ -98,8 +99,8 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // 2. A new segment. Near the limit, cached segments nothing fits in are returned first
   // (largest first, only as many as needed), so that reserved memory stays close to what is in
   // use.
-  if (gc_bytes_ != 0 && gstats_.committed() + need > gc_bytes_) {
-    release_cached(gc_bytes_ > need ? gc_bytes_ - need : 0, true);
+  if (const std::size_t mark = growth_mark(); mark != 0 && gstats_.committed() + need > mark) {
+    release_cached(mark > need ? mark - need : 0, true);
   }
   if (block* b = grow_memory(ss, pool, rounded, requested, seg_size)) return b;
   // 3. Complete pending events, release every cached segment, retry.
@@ -467,7 +468,10 @@ std::size_t engine::release_cached(std::size_t target_reserved, bool largest_fir
     it->second.push_back(c);
   }
   for (auto& [ss, picks] : spans) released += release_spans(*ss, picks);  // one sync per stream
-  gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
+  // A pass towards a target (gc_threshold, trim) that found nothing to release is no flush.
+  if (released != 0 || !largest_first) {
+    gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
+  }
   return released;
 }
 

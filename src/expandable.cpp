@@ -113,11 +113,11 @@ block* carve_hole(stream_state& ss, block* h, std::uintptr_t addr, std::size_t b
   return s;
 }
 
-growth_span plan_growth(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t chunk,
+growth_span plan_growth(stream_state& ss, std::size_t band, std::size_t rounded, std::size_t chunk,
                         std::size_t max_split, bool neighbours) {
   placement best;
   for (segment* seg = ss.segments; seg != nullptr; seg = seg->next) {
-    if (!seg->expandable() || seg->pool != pool) continue;
+    if (!seg->expandable() || seg->band != band) continue;
     for (const auto& [addr, h] : seg->holes) {
       const std::size_t hole_chunks = h->size / chunk;
       const std::size_t lf = neighbours ? free_bytes(h->prev, rounded, h->size, max_split) : 0;
@@ -144,6 +144,22 @@ std::size_t engine::growth_bytes(std::size_t rounded, std::size_t seg_size) cons
   return expandable_ ? chunks_for(rounded, chunk_) * chunk_ : seg_size;
 }
 
+std::size_t engine::growth_mark() const {
+  // Fixed segments: gc_threshold. Expandable segments: also at most 2 % (plus a chunk) above
+  // the highest active bytes so far: memory the allocator never needed at its peak is not
+  // kept, so a growth past that mark first unmaps cached chunks (gc_threshold 0 turns both
+  // off).
+  if (!expandable_ || gc_bytes_ == 0) return gc_bytes_;
+  std::uint64_t peak = 0;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    peak = gstats_.peak(q_active, pool_count);
+  }
+  const std::size_t mark = peak + peak / 50;  // 2 % (docs/benchmarks.md)
+  const std::size_t rounded = chunks_for(mark, chunk_) * chunk_ + chunk_;
+  return std::min(rounded, gc_bytes_);
+}
+
 block* engine::grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded,
                            std::size_t requested, std::size_t seg_size) {
   if (expandable_) {
@@ -160,14 +176,15 @@ block* engine::grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded
 
 block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
                                std::size_t requested, bool* no_space) {
+  const std::size_t band = band_of(pool, rounded);
   for (int attempt = 0;; ++attempt) {
     growth_span g;
     {
       std::lock_guard<spinlock> lock(ss.lock);
-      g = plan_growth(ss, pool, rounded, chunk_, max_split_size_, attempt < 2);
+      g = plan_growth(ss, band, rounded, chunk_, max_split_size_, attempt < 2);
     }
     if (g.seg == nullptr) {
-      g = new_expandable(ss, pool, chunks_for(rounded, chunk_) * chunk_);
+      g = new_expandable(ss, pool, band, chunks_for(rounded, chunk_) * chunk_);
       if (g.seg == nullptr) {
         *no_space = true;
         return nullptr;
@@ -200,7 +217,8 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
   }
 }
 
-growth_span engine::new_expandable(stream_state& ss, pool_kind pool, std::size_t bytes) {
+growth_span engine::new_expandable(stream_state& ss, pool_kind pool, std::size_t band,
+                                   std::size_t bytes) {
   // The range spans the device (or the memory limit); where the address space is short, half
   // as much, down to what the request needs.
   std::size_t size = std::max(range_bytes_, bytes);
@@ -216,6 +234,7 @@ growth_span engine::new_expandable(stream_state& ss, pool_kind pool, std::size_t
   seg->base = reinterpret_cast<std::uintptr_t>(base);
   seg->range_size = size;
   seg->pool = pool;
+  seg->band = static_cast<std::uint8_t>(band);
   seg->owner = &ss;
   std::lock_guard<spinlock> lock(ss.lock);
   block* whole = ss.nodes.acquire(&ss);
@@ -235,10 +254,11 @@ std::size_t engine::map_span(const block* span, std::uint64_t& maps, std::uint64
   // the chunks mapped so far are unmapped again; what cannot be (a failed unmap) stays mapped
   // and is kept as a free block.
   const std::uintptr_t addr = span->addr;
+  const std::size_t chunk = chunk_;
   std::size_t done = 0;
   try {
-    while (done < span->size && backend_->map_chunk(reinterpret_cast<void*>(addr + done), chunk_)) {
-      done += chunk_;
+    while (done < span->size && backend_->map_chunk(reinterpret_cast<void*>(addr + done), chunk)) {
+      done += chunk;
       ++maps;
     }
   } catch (...) {
@@ -246,8 +266,8 @@ std::size_t engine::map_span(const block* span, std::uint64_t& maps, std::uint64
   }
   if (done == span->size) return done;
   try {
-    for (; done != 0; done -= chunk_) {
-      backend_->unmap_chunk(reinterpret_cast<void*>(addr + done - chunk_), chunk_);
+    for (; done != 0; done -= chunk) {
+      backend_->unmap_chunk(reinterpret_cast<void*>(addr + done - chunk), chunk);
       ++unmaps;
     }
   } catch (...) {
@@ -373,9 +393,9 @@ std::size_t engine::release_spans(stream_state& ss, const std::vector<release_ca
   bool restore = false;
   for (std::size_t i = 0; i < spans.size(); ++i) {
     released += unmapped[i];
+    chunks += unmapped[i] / chunk_;
     restore = restore || unmapped[i] != spans[i].span->size;
   }
-  chunks = released / chunk_;
   std::vector<segment*> empty;
   {
     std::optional<all_streams_lock> all;  // a restore raises the stats back

@@ -154,6 +154,13 @@ class engine {
     return (bytes + granularity_ - 1) & ~(granularity_ - 1);
   }
 
+  /// The free index (band) of a request: the lower band of a pool holds requests below
+  /// band_split_ (expandable segments only; 0 otherwise, every request in the upper band).
+  std::size_t band_of(pool_kind pool, std::size_t rounded) const noexcept {
+    const auto p = static_cast<std::size_t>(pool);
+    return 2 * p + (rounded >= band_split_[p] ? 1 : 0);
+  }
+
   stream_state& state_for(stream_t stream) {
     stream_cache& c = t_stream_cache;
     for (const auto& e : c.entries) {
@@ -171,8 +178,8 @@ class engine {
     if (!caching_) [[unlikely]]
       return nullptr;
     const bool oversize = rounded >= max_split_size_;
-    block* b = oversize ? find_oversize(ss, rounded)
-                        : ss.index[static_cast<std::size_t>(pool)].find(rounded);
+    block* b =
+        oversize ? find_oversize(ss, rounded) : ss.index[band_of(pool, rounded)].find(rounded);
     if (b == nullptr) return nullptr;
     return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
   }
@@ -243,7 +250,7 @@ class engine {
     if (b->size >= max_split_size_) [[unlikely]] {
       insert_oversize(ss, b);
     } else {
-      ss.index[static_cast<std::size_t>(b->seg->pool)].insert(b);
+      ss.index[b->seg->band].insert(b);
     }
   }
 
@@ -251,7 +258,7 @@ class engine {
     if (b->oversize) [[unlikely]] {
       remove_oversize(ss, b);
     } else {
-      ss.index[static_cast<std::size_t>(b->seg->pool)].remove(b);
+      ss.index[b->seg->band].remove(b);
     }
   }
 
@@ -345,11 +352,12 @@ class engine {
   std::size_t release_cached(std::size_t target_reserved, bool largest_first);
   // --- expandable segments (expandable.cpp) ---
   std::size_t growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept;
+  std::size_t growth_mark() const;
   block* grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
                      std::size_t seg_size);
   block* grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
                          std::size_t requested, bool* no_space);
-  growth_span new_expandable(stream_state& ss, pool_kind pool, std::size_t bytes);
+  growth_span new_expandable(stream_state& ss, pool_kind pool, std::size_t band, std::size_t bytes);
   std::size_t map_span(const block* span, std::uint64_t& maps, std::uint64_t& unmaps,
                        std::exception_ptr& error);
   block* attach(stream_state& ss, const growth_span& g, std::size_t mapped, std::uint64_t maps,
@@ -381,9 +389,10 @@ class engine {
   std::size_t gc_bytes_;  // reserved bytes above which growth first releases cached segments
   std::size_t device_total_;
   bool caching_;
-  bool expandable_ = false;      ///< expandable segments (config and caching on)
-  std::size_t chunk_ = 0;        ///< expandable segments: bytes per mapped chunk
-  std::size_t range_bytes_ = 0;  ///< expandable segments: address space per segment
+  bool expandable_ = false;                      ///< expandable segments (config and caching on)
+  std::size_t chunk_ = 0;                        ///< expandable segments: bytes per mapped chunk
+  std::size_t range_bytes_ = 0;                  ///< expandable segments: address space per segment
+  std::size_t band_split_[pool_count] = {0, 0};  ///< see band_of
   // Checked mode (config.debug) and its use-after-free detection (poison_: checked mode on
   // host-accessible memory). Each hot path pays one branch on one of the two flags below.
   bool debug_;

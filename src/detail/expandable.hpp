@@ -53,10 +53,10 @@ void absorb_next(stream_state& ss, block* b);
 block* add_hole(stream_state& ss, block* h);
 /// Cuts [addr, addr + bytes) out of hole `h` and marks it busy.
 block* carve_hole(stream_state& ss, block* h, std::uintptr_t addr, std::size_t bytes);
-/// The placement of `rounded` bytes in `ss`'s expandable segments of `pool` that maps the
+/// The placement of `rounded` bytes in `ss`'s expandable segments of `band` that maps the
 /// fewest chunks, carved and busy; `g.seg` null when no hole can hold it. With `neighbours`,
 /// a free block next to a hole counts towards the request (it is extended).
-growth_span plan_growth(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t chunk,
+growth_span plan_growth(stream_state& ss, std::size_t band, std::size_t rounded, std::size_t chunk,
                         std::size_t max_split, bool neighbours);
 
 }  // namespace cachalot::detail

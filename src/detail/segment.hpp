@@ -36,6 +36,7 @@ struct alignas(64) segment {
   std::size_t size = 0;                     ///< reserved bytes (fixed: all; expandable: mapped)
   pool_kind pool = pool_kind::small;        ///< pool the segment serves
   segment_kind kind = segment_kind::fixed;  ///< fixed or expandable
+  std::uint8_t band = 1;                    ///< free index of its free blocks (engine::band_of)
   // Cold.
   std::uintptr_t base = 0;        ///< base address
   stream_state* owner = nullptr;  ///< owning stream state

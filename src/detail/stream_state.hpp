@@ -16,13 +16,17 @@ namespace cachalot::detail {
 
 /// Per-stream allocator state. Every member is guarded by `lock`.
 struct stream_state {
+  /// Free indexes: two bands per pool (engine::band_of), so that small requests and larger ones
+  /// can be kept in different segments.
+  static constexpr std::size_t band_count = 2 * pool_count;
+
   explicit stream_state(stream_t s) : stream(s) {}
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
   spinlock lock;                                ///< guards everything below
   const stream_t stream;                        ///< the stream
-  free_index index[pool_count];                 ///< free blocks below max_split_size, per pool
+  free_index index[band_count];                 ///< free blocks below max_split_size, per band
   std::multimap<std::size_t, block*> oversize;  ///< free blocks >= max_split_size, by size
   segment* segments = nullptr;                  ///< intrusive list of this stream's segments
   block_pool nodes;                             ///< recycled block nodes
