@@ -23,7 +23,8 @@ stream_t stream(std::size_t i) {
   return (*env().streams)[i];
 }
 
-/// Runs `fn` with a fresh pool of kind `impl` ("cachalot", "passthrough" or "malloc").
+/// Runs `fn` with a fresh pool of kind `impl` ("cachalot", "cachalot_expandable",
+/// "passthrough" or "malloc").
 template <typename Fn>
 void with_pool(const std::string& impl, Fn&& fn) {
   if (impl == "malloc") {
@@ -31,7 +32,7 @@ void with_pool(const std::string& impl, Fn&& fn) {
     fn(p);
     return;
   }
-  cachalot_pool p(impl == "cachalot");
+  cachalot_pool p(impl != "passthrough", impl == "cachalot_expandable");
   fn(p);
 }
 
@@ -125,6 +126,10 @@ void register_streams(const std::string& impl) {
 }
 
 void register_all() {
+  // Expandable segments: the cache-hit pair and the random workloads, against fixed segments
+  // in the same run (issue 10: hit cost within 5 %).
+  register_hot_path("cachalot_expandable");
+  register_random("cachalot_expandable");
   for (const std::string impl : {"cachalot", "passthrough", "malloc"}) {
     register_hot_path(impl);
     register_random(impl);

@@ -24,9 +24,10 @@ void init_environment() {
   e.streams = std::make_unique<tools::stream_set>(*backend, 10);
 }
 
-cachalot_pool::cachalot_pool(bool caching) {
+cachalot_pool::cachalot_pool(bool caching, bool expandable) {
   config cfg = config::parse(env().config);
   cfg.caching = caching;
+  cfg.expandable_segments = expandable;
   alloc_ = std::make_unique<allocator>(cfg);
 }
 

@@ -26,10 +26,10 @@ environment& env();
 /// Detects the device and fills env().
 void init_environment();
 
-/// cachalot, caching or pass-through, on env()'s backend.
+/// cachalot, caching or pass-through, with fixed or expandable segments, on env()'s backend.
 class cachalot_pool {
  public:
-  explicit cachalot_pool(bool caching);
+  explicit cachalot_pool(bool caching, bool expandable = false);
   void* alloc(std::size_t n, stream_t s) { return alloc_->allocate(n, s); }
   void free(void* p, stream_t s) { alloc_->deallocate(p, s); }
   /// The allocator itself.

@@ -194,7 +194,7 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
     std::size_t mapped = 0;
     std::uint64_t maps = 0, unmaps = 0;
     std::exception_ptr error;
-    if (gstats_.reserve_room(want, memory_limit_)) {
+    if (device_has(want) && gstats_.reserve_room(want, memory_limit_)) {
       mapped = map_span(g.span, maps, unmaps, error);
       gstats_.release_room(want - mapped);
     }
@@ -209,6 +209,7 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
                                : take_cached(ss, pool, rounded, requested, true, &unused);
       }
     }
+    if (g.fresh && mapped == 0) drop_fresh(ss, g.seg);
     if (error) std::rethrow_exception(error);
     if (mapped != want) return nullptr;  // out of memory (the limit or the device)
     if (b != nullptr) return b;
@@ -285,10 +286,12 @@ block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped
   ss.stats.num_chunk_unmaps += unmaps;
   --seg->busy;
   stats_delta d;
-  if (g.fresh) {  // linked even if nothing got mapped: the next release pass returns it
-    ss.link(seg);
-    d.d[q_segments] = 1;
-    ++ss.stats.num_segment_allocs;
+  if (g.fresh) {
+    ++ss.stats.num_segment_allocs;  // its range was reserved (if nothing got mapped, it goes
+    if (mapped != 0) {              // back at once: drop_fresh counts the free)
+      ss.link(seg);
+      d.d[q_segments] = 1;
+    }
   }
   if (mapped < s->size) add_hole(ss, mapped == 0 ? s : cut_block(ss, s, mapped));
   if (mapped != 0) {
@@ -300,6 +303,40 @@ block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped
   }
   ss.stats.apply(seg->pool, d.derive_inactive());
   return mapped == 0 ? nullptr : coalesce_free(ss, s);
+}
+
+void engine::drop_fresh(stream_state& ss, segment* seg) {
+  // A new segment that got no chunk mapped was never linked: its range goes back now. If the
+  // device refuses, it is linked empty, and a later release pass returns it.
+  try {
+    backend_->release_address_range(reinterpret_cast<void*>(seg->base), seg->range_size);
+  } catch (...) {
+    all_streams_lock all(*this, &ss);
+    ss.link(seg);
+    stats_delta d;
+    d.d[q_segments] = 1;
+    ss.stats.apply(seg->pool, d);
+    throw;
+  }
+  std::lock_guard<spinlock> lock(ss.lock);
+  ++ss.stats.num_segment_frees;
+  for (block* b = seg->first; b != nullptr;) {
+    block* next = b->next;
+    ss.nodes.release(b);
+    b = next;
+  }
+  delete seg;
+}
+
+bool engine::device_has(std::size_t bytes) {
+  // Mapping chunk by chunk into a device that cannot hold them all would map and unmap them
+  // again for nothing: ask first when more than one chunk is needed.
+  if (bytes <= chunk_) return true;
+  try {
+    return backend_->memory_info().free >= bytes;
+  } catch (...) {
+    return true;  // the mapping itself will tell
+  }
 }
 
 block* engine::coalesce_free(stream_state& ss, block* b) {

@@ -363,6 +363,8 @@ class engine {
   block* attach(stream_state& ss, const growth_span& g, std::size_t mapped, std::uint64_t maps,
                 std::uint64_t unmaps);
   block* coalesce_free(stream_state& ss, block* b);
+  void drop_fresh(stream_state& ss, segment* seg);
+  bool device_has(std::size_t bytes);
   void collect_spans(stream_state& ss, std::vector<release_candidate>& out) const;
   std::size_t release_spans(stream_state& ss, const std::vector<release_candidate>& picks);
   void restore_span(stream_state& ss, const unmap_span& u, std::size_t unmapped);
