@@ -73,9 +73,11 @@ class block_pool {
     b->freeing = false;
     return b;  // used_on was cleared by release()
   }
-  /// Returns a node to the pool.
+  /// Returns a node to the pool. Its segment is cleared, so that a cold path holding a stale
+  /// pointer to it (a release pass) sees that it no longer belongs to any segment.
   void release(block* b) noexcept {
     b->used_on.clear();
+    b->seg = nullptr;
     b->free_next = head_;
     head_ = b;
   }

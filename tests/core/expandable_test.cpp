@@ -439,6 +439,39 @@ TEST(expandable, AFreeNextToASpanBeingUnmappedIsCoalescedCorrectly) {
   expect_consistent(a, *dev);
 }
 
+TEST(expandable, AReleasePassSkipsABlockCoalescedAwayAfterItWasPicked) {
+  // A release pass picks the free blocks of every stream first, then unmaps stream by stream.
+  // While it synchronizes stream 1, a free on stream 2 merges the picked block into its lower
+  // neighbour, whose node then covers it: the pass must not carve the stale node (found by the
+  // stress program).
+  auto dev = make_device(1 * GiB);
+  auto hooked = std::make_shared<hooked_backend>(dev);
+  allocator a(expandable_config(), hooked);
+  void* other = a.allocate(8 * MiB, stream_n(1));
+  void* low = a.allocate(3 * MiB, stream_n(2));
+  void* picked = a.allocate(8 * MiB, stream_n(2));
+  void* high = a.allocate(3 * MiB, stream_n(2));
+  a.deallocate(other);
+  a.deallocate(picked);
+  bool freed = false;
+  hooked->on_record_event = [&](event_t, stream_t s) {
+    if (s == stream_n(1) && !freed) {
+      freed = true;
+      a.deallocate(low, stream_n(2));  // absorbs the picked block
+    }
+  };
+  a.empty_cache();
+  ASSERT_TRUE(freed);
+  hooked->on_record_event = nullptr;
+  expect_consistent(a, *dev);
+  a.empty_cache();  // the merged block's chunks go now
+  expect_consistent(a, *dev);
+  a.deallocate(high, stream_n(2));
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
+  expect_consistent(a, *dev);
+}
+
 TEST(expandable, NoMapOrUnmapForAStreamBeingCaptured) {
   auto dev = make_device(1 * GiB);
   auto hooked = std::make_shared<hooked_backend>(dev);
