@@ -49,6 +49,13 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   poison_ = debug_ && caching_ && backend_->host_accessible();
   slow_free_ = !caching_ || debug_;
   alloc_hooks_ = tracer_ != nullptr || poison_;
+  if (caching_) {
+    // Size bands: small-pool requests below 1/32 of a small segment, and large-pool requests
+    // below segment_rounding (2 MiB), get segments of their own, so that small long-lived
+    // blocks cannot pin the segments of larger ones (docs/design.md, "Size bands").
+    band_split_[0] = cfg_.small_segment_size / 32;
+    band_split_[1] = cfg_.segment_rounding;
+  }
   expandable_ = cfg_.expandable_segments && caching_;
   if (expandable_) {
     CACHALOT_EXPECTS(backend_->supports_virtual_memory(), not_supported,
@@ -59,11 +66,11 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     const std::size_t span = memory_limit_ != 0 ? memory_limit_ : device_total_;
     range_bytes_ = (span + chunk_ - 1) / chunk_ * chunk_;
     // A remainder left unsplit would stay mapped inside the allocation; split off, it is free
-    // memory that the next growth extends (docs/design.md).
+    // memory that the next growth extends. Oversize blocks are not needed either: the whole
+    // chunks of any free block can be unmapped, so every block may be split (docs/design.md).
     large_split_remainder_ = 0;
-    // Requests far below a chunk (small pool: below 1/32 of it) and below one chunk (large
-    // pool) grow segments of their own, so that small long-lived blocks cannot pin the chunks
-    // of larger ones (docs/design.md, "Expandable segments").
+    max_split_size_ = SIZE_MAX;
+    // The bands follow the chunk: below 1/32 of a chunk (small pool), below a chunk (large).
     band_split_[0] = chunk_ / 32;
     band_split_[1] = chunk_;
   }

@@ -45,9 +45,11 @@ struct config {
                                                 ///< only when more than this remains
 
   /// key `max_split_size`: blocks at least this big are never split, and requests below it never
-  /// take them. SIZE_MAX (the default, "none" in strings) means every block may be split. Must be
-  /// larger than `large_segment_size`.
-  std::size_t max_split_size = SIZE_MAX;
+  /// take them, so that large cached segments stay whole for large requests (and can be given
+  /// back whole under memory pressure). SIZE_MAX ("none" in strings) means every block may be
+  /// split. Must be larger than `large_segment_size`. Default 32 MiB (PyTorch's default is none;
+  /// docs/benchmarks.md has the replays that chose it). Ignored with expandable segments.
+  std::size_t max_split_size = 32 * MiB;
 
   /// key `memory_limit`: most bytes the allocator may reserve; 0 means no limit. A value in
   /// percent ("90%") is a fraction of the device capacity, resolved when the allocator starts.
