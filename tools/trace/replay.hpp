@@ -72,6 +72,9 @@ struct replay_result {
   std::size_t skipped_frees = 0;     ///< frees of allocations that failed or were empty
   std::uint64_t segment_allocs = 0;  ///< device segment allocations
   std::uint64_t segment_frees = 0;   ///< device segment frees
+  std::uint64_t chunk_maps = 0;      ///< chunks mapped (expandable segments)
+  std::uint64_t chunk_unmaps = 0;    ///< chunks unmapped (expandable segments)
+  std::uint64_t device_syncs = 0;    ///< events or streams the allocator synchronized
   double wall_ns = 0.0;              ///< wall time of the operations
   /// Time spent issuing operations, summed over threads; excludes the waits of threads for
   /// their turn (equal to wall_ns on one thread).
