@@ -128,8 +128,10 @@ void register_streams(const std::string& impl) {
 void register_all() {
   // Expandable segments: the cache-hit pair and the random workloads, against fixed segments
   // in the same run (issue 10: hit cost within 5 %).
-  register_hot_path("cachalot_expandable");
-  register_random("cachalot_expandable");
+  if (env().virtual_memory) {
+    register_hot_path("cachalot_expandable");
+    register_random("cachalot_expandable");
+  }
   for (const std::string impl : {"cachalot", "passthrough", "malloc"}) {
     register_hot_path(impl);
     register_random(impl);
@@ -150,6 +152,8 @@ int main(int argc, char** argv) {
   const bool gpu = env().gpu && register_gpu_baselines(why);
   benchmark::AddCustomContext("cachalot_backend", env().gpu ? "cuda" : "simulated");
   benchmark::AddCustomContext("cachalot_config", env().config);
+  benchmark::AddCustomContext("expandable_segments",
+                              env().virtual_memory ? "run" : "skipped: no virtual memory");
   benchmark::AddCustomContext("gpu_baselines", gpu ? "run" : "skipped: " + why);
   if (!gpu) std::fprintf(stderr, "cachalot_bench: GPU baselines skipped: %s\n", why.c_str());
   benchmark::Initialize(&argc, argv);

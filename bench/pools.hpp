@@ -15,9 +15,10 @@ namespace cachalot::bench {
 
 /// Where the benchmarks run.
 struct environment {
-  bool gpu = false;                            ///< a CUDA device exists
-  std::string config;                          ///< base config string (backend, capacity)
-  std::size_t max_live = 0;                    ///< live-bytes bound of the random workloads
+  bool gpu = false;             ///< a CUDA device exists
+  std::string config;           ///< base config string (backend, capacity)
+  std::size_t max_live = 0;     ///< live-bytes bound of the random workloads
+  bool virtual_memory = false;  ///< the backend can map chunks (expandable segments run)
   std::unique_ptr<tools::stream_set> streams;  ///< 10 distinct non-default streams
 };
 
