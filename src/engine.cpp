@@ -199,10 +199,9 @@ memory_stats engine::stats() const {
         s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
       }
     }
-    s.num_free_blocks += ss->oversize.size();
-    if (!ss->oversize.empty()) {
-      s.largest_free_block =
-          std::max<std::uint64_t>(s.largest_free_block, ss->oversize.rbegin()->first);
+    s.num_free_blocks += ss->oversize.count();
+    if (const block* b = ss->oversize.largest()) {
+      s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
     }
   }
   s.num_streams = all.streams().size();

@@ -169,24 +169,17 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
 
 block* engine::find_oversize(stream_state& ss, std::size_t rounded) {
   // A block far bigger than the request would be wasted: accept at most one large segment more.
-  auto it = ss.oversize.lower_bound(rounded);
-  if (it == ss.oversize.end() || it->first >= rounded + cfg_.large_segment_size) return nullptr;
-  return it->second;
+  block* b = ss.oversize.find(rounded);
+  return b != nullptr && b->size < rounded + cfg_.large_segment_size ? b : nullptr;
 }
 
 void engine::insert_oversize(stream_state& ss, block* b) {
-  ss.oversize.emplace(b->size, b);
+  ss.oversize.insert(b);
   b->oversize = true;
 }
 
 void engine::remove_oversize(stream_state& ss, block* b) {
-  auto [first, last] = ss.oversize.equal_range(b->size);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == b) {
-      ss.oversize.erase(it);
-      break;
-    }
-  }
+  ss.oversize.remove(b);
   b->oversize = false;
 }
 

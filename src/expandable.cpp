@@ -370,7 +370,7 @@ void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out
     if (hi > lo) out.push_back(release_candidate{&ss, b->seg, b, lo, hi - lo});
   };
   for (const free_index& index : ss.index) index.for_each_from(chunk_, add);
-  for (const auto& [size, b] : ss.oversize) add(b);
+  ss.oversize.for_each_from(chunk_, add);
   for (segment* seg = ss.segments; seg != nullptr; seg = seg->next) {
     if (seg->expandable() && seg->size == 0 && seg->busy == 0) {
       out.push_back(release_candidate{&ss, seg, nullptr, seg->base, 0});
