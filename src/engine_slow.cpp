@@ -135,17 +135,7 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
   }
   std::string limit =
       memory_limit_ != 0 ? fmt::format(", memory limit {}", format_bytes(memory_limit_)) : "";
-  std::string mapped;
-  if (expandable_) {
-    std::size_t bytes_mapped = 0;
-    all_streams_lock all(*this);
-    for (const stream_state* ss : all.streams()) {
-      for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-        if (seg->expandable()) bytes_mapped += seg->size;
-      }
-    }
-    mapped = fmt::format(" ({} of it mapped in expandable segments)", format_bytes(bytes_mapped));
-  }
+  const std::string mapped = expandable_ ? mapped_note() : std::string();
   const char* hint =
       expandable_ ? "Hint: with expandable segments, reserved but unallocated memory that "
                     "empty_cache() cannot return lies in chunks shared with live blocks; free "
@@ -441,26 +431,17 @@ std::size_t engine::release_cached(std::size_t target_reserved, bool largest_fir
   }
   std::size_t released = 0;
   std::size_t expected = gstats_.committed();  // after the spans picked so far are unmapped
-  std::vector<std::pair<stream_state*, std::vector<release_candidate>>> spans;  // per stream
-  for (release_candidate c : candidates) {
+  span_batches spans;  // expandable: unmapped after the loop, one synchronization per stream
+  for (const release_candidate& c : candidates) {
     if (c.bytes != 0 && expected <= target_reserved) continue;  // (empty segments always go)
-    if (!c.seg->expandable()) {
+    if (c.seg->expandable()) {
+      expected -= pick_span(spans, c, expected > target_reserved ? expected - target_reserved : 0);
+    } else {
       if (release_segment(*c.ss, c.seg)) released += c.bytes;
       expected = gstats_.committed();
-      continue;
     }
-    // Only the chunks needed to reach the target, from the top of the free block.
-    const std::size_t over = expected > target_reserved ? expected - target_reserved : 0;
-    const std::size_t take = std::min(c.bytes, (over + chunk_ - 1) / chunk_ * chunk_);
-    c.addr += c.bytes - take;
-    c.bytes = take;
-    expected -= take;
-    auto it =
-        std::find_if(spans.begin(), spans.end(), [&](const auto& s) { return s.first == c.ss; });
-    if (it == spans.end()) it = spans.insert(spans.end(), {c.ss, {}});
-    it->second.push_back(c);
   }
-  for (auto& [ss, picks] : spans) released += release_spans(*ss, picks);  // one sync per stream
+  for (auto& [ss, picks] : spans) released += release_spans(*ss, picks);
   // A pass towards a target (gc_threshold, trim) that found nothing to release is no flush.
   if (released != 0 || !largest_first) {
     gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);

@@ -366,6 +366,8 @@ class engine {
   void drop_fresh(stream_state& ss, segment* seg);
   bool device_has(std::size_t bytes);
   void collect_spans(stream_state& ss, std::vector<release_candidate>& out) const;
+  std::size_t pick_span(span_batches& spans, release_candidate c, std::size_t over);
+  std::string mapped_note() const;
   std::size_t release_spans(stream_state& ss, const std::vector<release_candidate>& picks);
   void restore_span(stream_state& ss, const unmap_span& u, std::size_t unmapped);
   std::vector<segment*> unlink_empty(stream_state& ss);

@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "detail/segment.hpp"
 #include "detail/stream_state.hpp"
@@ -44,6 +46,14 @@ struct unmap_span {
   block* span = nullptr;   ///< the busy block
   bool live_zero = false;  ///< the segment held no live block when the stats were counted
 };
+
+/// `bytes` rounded up to a multiple of `unit`, in units.
+inline std::size_t chunks_for(std::size_t bytes, std::size_t unit) noexcept {
+  return (bytes + unit - 1) / unit;
+}
+
+/// Expandable spans a release pass will unmap, per stream (one synchronization each).
+using span_batches = std::vector<std::pair<stream_state*, std::vector<release_candidate>>>;
 
 /// Splits `b` at `offset` (0 < offset < size); returns the upper part, in the same state.
 block* cut_block(stream_state& ss, block* b, std::size_t offset);
