@@ -55,10 +55,10 @@ class block_pool {
   block_pool(const block_pool&) = delete;
   block_pool& operator=(const block_pool&) = delete;
 
-  /// A fresh node owned by `owner`.
+  /// A fresh node owned by `owner` (always the same for one pool).
   block* acquire(stream_state* owner) {
     if (head_ == nullptr) [[unlikely]]
-      grow();
+      grow(owner);
     block* b = head_;
     head_ = b->free_next;
     b->addr = 0;
@@ -66,7 +66,6 @@ class block_pool {
     b->requested = 0;
     b->prev = b->next = b->free_prev = b->free_next = nullptr;
     b->seg = nullptr;
-    b->owner = owner;
     b->state = block_state::free;
     b->oversize = false;
     b->busy = false;
@@ -84,10 +83,13 @@ class block_pool {
 
  private:
   static constexpr std::size_t chunk_size = 128;
-  void grow() {
+  // Nodes get their owner once, here: threads read `owner` of a node found in the pointer map
+  // before they take its stream's lock, so it must never be written again.
+  void grow(stream_state* owner) {
     chunks_.push_back(std::make_unique<block[]>(chunk_size));
     block* chunk = chunks_.back().get();
     for (std::size_t i = 0; i < chunk_size; ++i) {
+      chunk[i].owner = owner;
       chunk[i].free_next = head_;
       head_ = &chunk[i];
     }
