@@ -23,7 +23,8 @@ stream_t stream(std::size_t i) {
   return (*env().streams)[i];
 }
 
-/// Runs `fn` with a fresh pool of kind `impl` ("cachalot", "passthrough" or "malloc").
+/// Runs `fn` with a fresh pool of kind `impl` ("cachalot", "cachalot_expandable",
+/// "passthrough" or "malloc").
 template <typename Fn>
 void with_pool(const std::string& impl, Fn&& fn) {
   if (impl == "malloc") {
@@ -31,7 +32,7 @@ void with_pool(const std::string& impl, Fn&& fn) {
     fn(p);
     return;
   }
-  cachalot_pool p(impl == "cachalot");
+  cachalot_pool p(impl != "passthrough", impl == "cachalot_expandable");
   fn(p);
 }
 
@@ -125,6 +126,12 @@ void register_streams(const std::string& impl) {
 }
 
 void register_all() {
+  // Expandable segments: the cache-hit pair and the random workloads, against fixed segments
+  // in the same run (issue 10: hit cost within 5 %).
+  if (env().virtual_memory) {
+    register_hot_path("cachalot_expandable");
+    register_random("cachalot_expandable");
+  }
   for (const std::string impl : {"cachalot", "passthrough", "malloc"}) {
     register_hot_path(impl);
     register_random(impl);
@@ -145,6 +152,8 @@ int main(int argc, char** argv) {
   const bool gpu = env().gpu && register_gpu_baselines(why);
   benchmark::AddCustomContext("cachalot_backend", env().gpu ? "cuda" : "simulated");
   benchmark::AddCustomContext("cachalot_config", env().config);
+  benchmark::AddCustomContext("expandable_segments",
+                              env().virtual_memory ? "run" : "skipped: no virtual memory");
   benchmark::AddCustomContext("gpu_baselines", gpu ? "run" : "skipped: " + why);
   if (!gpu) std::fprintf(stderr, "cachalot_bench: GPU baselines skipped: %s\n", why.c_str());
   benchmark::Initialize(&argc, argv);

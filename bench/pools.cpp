@@ -22,11 +22,13 @@ void init_environment() {
   const std::shared_ptr<device_backend> backend = make_backend(config::parse(e.config));
   if (e.gpu) e.max_live = std::min(e.max_live, backend->memory_info().free / 3);
   e.streams = std::make_unique<tools::stream_set>(*backend, 10);
+  e.virtual_memory = backend->supports_virtual_memory();
 }
 
-cachalot_pool::cachalot_pool(bool caching) {
+cachalot_pool::cachalot_pool(bool caching, bool expandable) {
   config cfg = config::parse(env().config);
   cfg.caching = caching;
+  cfg.expandable_segments = expandable;
   alloc_ = std::make_unique<allocator>(cfg);
 }
 

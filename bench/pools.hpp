@@ -15,9 +15,10 @@ namespace cachalot::bench {
 
 /// Where the benchmarks run.
 struct environment {
-  bool gpu = false;                            ///< a CUDA device exists
-  std::string config;                          ///< base config string (backend, capacity)
-  std::size_t max_live = 0;                    ///< live-bytes bound of the random workloads
+  bool gpu = false;             ///< a CUDA device exists
+  std::string config;           ///< base config string (backend, capacity)
+  std::size_t max_live = 0;     ///< live-bytes bound of the random workloads
+  bool virtual_memory = false;  ///< the backend can map chunks (expandable segments run)
   std::unique_ptr<tools::stream_set> streams;  ///< 10 distinct non-default streams
 };
 
@@ -26,10 +27,10 @@ environment& env();
 /// Detects the device and fills env().
 void init_environment();
 
-/// cachalot, caching or pass-through, on env()'s backend.
+/// cachalot, caching or pass-through, with fixed or expandable segments, on env()'s backend.
 class cachalot_pool {
  public:
-  explicit cachalot_pool(bool caching);
+  explicit cachalot_pool(bool caching, bool expandable = false);
   void* alloc(std::size_t n, stream_t s) { return alloc_->allocate(n, s); }
   void free(void* p, stream_t s) { alloc_->deallocate(p, s); }
   /// The allocator itself.

@@ -99,7 +99,16 @@ void validate_limits(const config& c) {
     CACHALOT_EXPECTS(c.backend != backend_kind::simulated || c.reserve <= c.capacity,
                      invalid_argument, "config key 'reserve': {} exceeds capacity ({})",
                      format_bytes(c.reserve), format_bytes(c.capacity));
+    CACHALOT_EXPECTS(!c.expandable_segments, invalid_argument,
+                     "config keys 'reserve' and 'expandable_segments' cannot be combined: the "
+                     "reserve is carved into fixed segments, expandable segments map chunks on "
+                     "demand; choose one");
   }
+  CACHALOT_EXPECTS(c.max_cached == SIZE_MAX || !c.expandable_segments || !c.caching,
+                   invalid_argument,
+                   "config keys 'max_cached' and 'expandable_segments' cannot be combined: the "
+                   "cap returns whole idle fixed segments; with expandable segments use trim() or "
+                   "gc_threshold to bound cached memory");
 }
 
 void validate_trace_file(const config& c) {

@@ -28,9 +28,6 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
       id_(next_engine_id.fetch_add(1, std::memory_order_relaxed)) {
   cfg_.validate();
   CACHALOT_EXPECTS(backend_ != nullptr, invalid_argument, "allocator: backend is null");
-  CACHALOT_EXPECTS(!cfg_.expandable_segments, not_supported,
-                   "config key 'expandable_segments': expandable segments (segments grown in place "
-                   "with the CUDA virtual memory API) are not built yet; set it to 0");
   device_total_ = backend_->memory_info().total;
   granularity_ = cfg_.granularity;
   small_size_ = cfg_.small_size;
@@ -59,6 +56,31 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   poison_ = debug_ && caching_ && backend_->host_accessible();
   slow_free_ = !caching_ || debug_;
   alloc_hooks_ = tracer_ != nullptr || poison_;
+  if (caching_) {
+    // Size bands: small-pool requests below 1/32 of a small segment, and large-pool requests
+    // below segment_rounding (2 MiB), get segments of their own, so that small long-lived
+    // blocks cannot pin the segments of larger ones (docs/design.md, "Size bands").
+    band_split_[0] = cfg_.small_segment_size / 32;
+    band_split_[1] = cfg_.segment_rounding;
+  }
+  expandable_ = cfg_.expandable_segments && caching_;
+  if (expandable_) {
+    CACHALOT_EXPECTS(backend_->supports_virtual_memory(), not_supported,
+                     "config key 'expandable_segments': the {} backend of device {} has no "
+                     "virtual memory support; remove the key to use fixed segments",
+                     backend_->name(), backend_->device());
+    chunk_ = backend_->vm_granularity();
+    const std::size_t span = memory_limit_ != 0 ? memory_limit_ : device_total_;
+    range_bytes_ = (span + chunk_ - 1) / chunk_ * chunk_;
+    // A remainder left unsplit would stay mapped inside the allocation; split off, it is free
+    // memory that the next growth extends. Oversize blocks are not needed either: the whole
+    // chunks of any free block can be unmapped, so every block may be split (docs/design.md).
+    large_split_remainder_ = 0;
+    max_split_size_ = SIZE_MAX;
+    // The bands follow the chunk: below 1/32 of a chunk (small pool), below a chunk (large).
+    band_split_[0] = chunk_ / 32;
+    band_split_[1] = chunk_;
+  }
   rounding_ =
       std::any_of(cfg_.roundup_power2_divisions.begin(), cfg_.roundup_power2_divisions.end(),
                   [](std::uint32_t d) { return d > 1; });
@@ -89,11 +111,13 @@ engine::~engine() {
   for (stream_state* ss : state_list_) {
     for (segment* seg = ss->segments; seg != nullptr;) {
       segment* next = seg->next;
-      try {
-        if (!arena_ || !arena_->contains(seg->base)) {  // the reserve goes back whole, below
+      if (seg->expandable()) {
+        destroy_expandable(seg);
+      } else if (!arena_ || !arena_->contains(seg->base)) {  // the reserve goes back whole, below
+        try {
           backend_->free_segment(reinterpret_cast<void*>(seg->base), seg->size);
+        } catch (...) {
         }
-      } catch (...) {
       }
       delete seg;
       seg = next;
@@ -187,16 +211,17 @@ memory_stats engine::stats() const {
     s.num_pending_blocks += ss->stats.num_pending;
     s.num_segment_allocs += ss->stats.num_segment_allocs;
     s.num_segment_frees += ss->stats.num_segment_frees;
+    s.num_chunk_maps += ss->stats.num_chunk_maps;
+    s.num_chunk_unmaps += ss->stats.num_chunk_unmaps;
     for (const free_index& index : ss->index) {
       s.num_free_blocks += index.count();
       if (const block* b = index.largest()) {
         s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
       }
     }
-    s.num_free_blocks += ss->oversize.size();
-    if (!ss->oversize.empty()) {
-      s.largest_free_block =
-          std::max<std::uint64_t>(s.largest_free_block, ss->oversize.rbegin()->first);
+    s.num_free_blocks += ss->oversize.count();
+    if (const block* b = ss->oversize.largest()) {
+      s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
     }
   }
   s.num_streams = all.streams().size();
@@ -217,8 +242,20 @@ memory_snapshot engine::snapshot() const {
   all_streams_lock all(*this);  // one consistent cut, as stats() reads
   for (const stream_state* ss : all.streams()) {
     for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      segment_info info{seg->base, seg->size, ss->stream, seg->pool, {}};
+      segment_info info;
+      info.address = seg->base;
+      info.size = seg->size;
+      info.stream = ss->stream;
+      info.pool = seg->pool;
+      info.expandable = seg->expandable();
+      info.range_size = seg->range_size;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
+        // A span being mapped or unmapped shows as the hole it is (or will be) in the stats.
+        if (b->state == block_state::unmapped && !info.blocks.empty() &&
+            info.blocks.back().state == block_state::unmapped) {
+          info.blocks.back().size += b->size;
+          continue;
+        }
         info.blocks.push_back(block_info{b->addr, b->size, b->requested, b->state});
       }
       snap.segments.push_back(std::move(info));
@@ -248,12 +285,13 @@ std::string engine::describe(std::uintptr_t addr) const {
   for (stream_state* ss : states()) {
     std::lock_guard<spinlock> lock(ss->lock);
     for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      if (addr < seg->base || addr >= seg->base + seg->size) continue;
+      if (addr < seg->base || addr >= seg->end()) continue;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         if (addr < b->addr || addr >= b->addr + b->size) continue;
-        const char* state = b->state == block_state::free      ? "free (already freed?)"
-                            : b->state == block_state::pending ? "pending (already freed)"
-                                                               : "allocated";
+        const char* state = b->state == block_state::free       ? "free (already freed?)"
+                            : b->state == block_state::pending  ? "pending (already freed)"
+                            : b->state == block_state::unmapped ? "unmapped (a hole)"
+                                                                : "allocated";
         if (addr == b->addr) {
           return fmt::format("{:#x} is not a live allocation: its block of {} B on stream {} is {}",
                              addr, b->size, fmt::ptr(ss->stream), state);

@@ -42,7 +42,9 @@ block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::si
   auto seg = std::make_unique<segment>();
   seg->base = reinterpret_cast<std::uintptr_t>(base);
   seg->size = size;
+  seg->range_size = size;
   seg->pool = pool;
+  seg->band = static_cast<std::uint8_t>(band_of(pool, rounded));
   seg->owner = &ss;
   all_streams_lock all(*this, &ss);
   block* whole = ss.nodes.acquire(&ss);
@@ -78,7 +80,8 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   }
   // A request no segment can ever hold fails before anything changes (no event is polled).
   const std::size_t seg_size = segment_size_for(pool, rounded);
-  if (seg_size > device_total_ || (memory_limit_ != 0 && seg_size > memory_limit_)) {
+  const std::size_t need = growth_bytes(rounded, seg_size);  // a segment, or chunks
+  if (need > device_total_ || (memory_limit_ != 0 && need > memory_limit_)) {
     fail_oom(requested, stream, "the request can never fit on this device or under the limit");
   }
   if (backend_->is_capturing(stream)) {
@@ -87,7 +90,7 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
                   "cannot allocate {} on stream {}: it is being captured into a CUDA graph and "
                   "the cache holds no free block that fits; allocate before capture (warm-up) "
                   "so that the capture is served from the cache",
-                  format_bytes(requested), fmt::ptr(stream));
+                  format_bytes(requested), detail::ptr(stream));
   }
   // 1. Blocks whose events have completed may fit.
   if (pending_count_.load(std::memory_order_acquire) != 0) {
@@ -99,21 +102,18 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // 2. A new segment. Near the limit, cached segments nothing fits in are returned first
   // (largest first, only as many as needed), so that reserved memory stays close to what is in
   // use.
-  if (gc_bytes_ != 0 && gstats_.committed() + seg_size > gc_bytes_ &&
-      !(arena_ && arena_->fits(seg_size))) {
-    release_cached(gc_bytes_ > seg_size ? gc_bytes_ - seg_size : 0, true);
+  if (const std::size_t mark = growth_mark();
+      mark != 0 && gstats_.committed() + need > mark &&
+      !(arena_ && !expandable_ && arena_->fits(seg_size))) {  // the reserve may still supply it
+    release_cached(mark > need ? mark - need : 0, true);
   }
-  if (void* base = grow(seg_size, stream)) {
-    return add_segment(ss, pool, base, seg_size, rounded, requested);
-  }
+  if (block* b = grow_memory(ss, pool, rounded, requested, seg_size)) return b;
   // 3. Complete pending events, release every cached segment, retry.
   gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
   poll_pending(true);
   release_cached(0, false);
   if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
-  if (void* base = grow(seg_size, stream)) {
-    return add_segment(ss, pool, base, seg_size, rounded, requested);
-  }
+  if (block* b = grow_memory(ss, pool, rounded, requested, seg_size)) return b;
   // 4. The user's out-of-memory callback may free memory and ask for a retry (engine_knobs.cpp).
   if (has_oom_callback_.load(std::memory_order_acquire)) [[unlikely]] {
     if (block* b = retry_after_oom_callback(ss, pool, rounded, requested)) return b;
@@ -145,17 +145,23 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
   }
   std::string limit =
       memory_limit_ != 0 ? fmt::format(", memory limit {}", format_bytes(memory_limit_)) : "";
+  const std::string mapped = expandable_ ? mapped_note() : std::string();
+  const char* hint =
+      expandable_ ? "Hint: with expandable segments, reserved but unallocated memory that "
+                    "empty_cache() cannot return lies in chunks shared with live blocks; free "
+                    "live memory or raise the memory limit."
+                  : "Hint: if reserved but unallocated memory is large, fragmentation is the "
+                    "cause: set expandable_segments:1 or max_split_size, free cached memory with "
+                    "empty_cache(), or raise the memory limit.";
   std::string msg = fmt::format(
       "cachalot: out of memory: tried to allocate {} on device {} (stream {}): {}. Device "
-      "capacity {}, {} free{}; this allocator has {} reserved, {} allocated, {} reserved but "
-      "unallocated, largest free block {}. Hint: if reserved but unallocated memory is large, "
-      "fragmentation is the cause: set max_split_size, free cached memory with empty_cache(), or "
-      "raise the memory limit.",
+      "capacity {}, {} free{}; this allocator has {} reserved{}, {} allocated, {} reserved but "
+      "unallocated, largest free block {}. {}",
       format_bytes(bytes), backend_->device(), fmt::ptr(stream), why,
       format_bytes(info.device_total), format_bytes(info.device_free), limit,
-      format_bytes(info.reserved_bytes), format_bytes(info.allocated_bytes),
+      format_bytes(info.reserved_bytes), mapped, format_bytes(info.allocated_bytes),
       format_bytes(info.reserved_bytes - info.allocated_bytes),
-      format_bytes(info.largest_free_block));
+      format_bytes(info.largest_free_block), hint);
   throw out_of_memory(info, msg, __FILE__, __LINE__);
 }
 
@@ -163,24 +169,17 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
 
 block* engine::find_oversize(stream_state& ss, std::size_t rounded) {
   // A block far bigger than the request would be wasted: accept at most one large segment more.
-  auto it = ss.oversize.lower_bound(rounded);
-  if (it == ss.oversize.end() || it->first >= rounded + cfg_.large_segment_size) return nullptr;
-  return it->second;
+  block* b = ss.oversize.find(rounded);
+  return b != nullptr && b->size < rounded + cfg_.large_segment_size ? b : nullptr;
 }
 
 void engine::insert_oversize(stream_state& ss, block* b) {
-  ss.oversize.emplace(b->size, b);
+  ss.oversize.insert(b);
   b->oversize = true;
 }
 
 void engine::remove_oversize(stream_state& ss, block* b) {
-  auto [first, last] = ss.oversize.equal_range(b->size);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == b) {
-      ss.oversize.erase(it);
-      break;
-    }
-  }
+  ss.oversize.remove(b);
   b->oversize = false;
 }
 
@@ -424,31 +423,42 @@ void engine::release_or_keep(stream_state& ss, segment* seg) noexcept {
 }
 
 std::size_t engine::release_cached(std::size_t target_reserved, bool largest_first) {
+  // Candidates: fixed segments with no live block, and the whole chunks of free blocks of
+  // expandable segments (of streams not being captured).
   std::lock_guard<std::mutex> release_lock(release_mutex_);
-  struct candidate {
-    stream_state* ss;
-    segment* seg;
-    std::size_t size;
-  };
-  std::vector<candidate> candidates;
+  std::vector<release_candidate> candidates;
   for (stream_state* ss : states()) {
+    const bool vm = expandable_ && vm_allowed(ss->stream);
     std::lock_guard<spinlock> lock(ss->lock);
     for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      if (seg->first->state == block_state::free && seg->first->whole()) {
-        candidates.push_back(candidate{ss, seg, seg->size});
+      if (!seg->expandable() && seg->first->state == block_state::free && seg->first->whole()) {
+        candidates.push_back(release_candidate{ss, seg, nullptr, seg->base, seg->size});
       }
     }
+    if (vm) collect_spans(*ss, candidates);
   }
   if (largest_first) {
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const candidate& a, const candidate& b) { return a.size > b.size; });
+    std::stable_sort(
+        candidates.begin(), candidates.end(),
+        [](const release_candidate& a, const release_candidate& b) { return a.bytes > b.bytes; });
   }
   std::size_t released = 0;
-  for (const candidate& c : candidates) {
-    if (gstats_.committed() <= target_reserved) break;
-    if (release_segment(*c.ss, c.seg)) released += c.size;
+  std::size_t expected = gstats_.committed();  // after the spans picked so far are unmapped
+  span_batches spans;  // expandable: unmapped after the loop, one synchronization per stream
+  for (const release_candidate& c : candidates) {
+    if (c.bytes != 0 && expected <= target_reserved) continue;  // (empty segments always go)
+    if (c.seg->expandable()) {
+      expected -= pick_span(spans, c, expected > target_reserved ? expected - target_reserved : 0);
+    } else {
+      if (release_segment(*c.ss, c.seg)) released += c.bytes;
+      expected = gstats_.committed();
+    }
   }
-  gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
+  for (auto& [ss, picks] : spans) released += release_spans(*ss, picks);
+  // A pass towards a target (gc_threshold, trim) that found nothing to release is no flush.
+  if (released != 0 || !largest_first) {
+    gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
+  }
   return released;
 }
 

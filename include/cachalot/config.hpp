@@ -56,10 +56,12 @@ struct config {
                                                 ///< only when more than this remains
 
   /// key `max_split_size` (PyTorch: `max_split_size_mb`, in MiB): blocks at least this big are
-  /// never split, and requests below it never take them. SIZE_MAX (the default, "none" in
-  /// strings) means every block may be split. Must be larger than `large_segment_size` and
-  /// `small_segment_size`.
-  std::size_t max_split_size = SIZE_MAX;
+  /// never split, and requests below it never take them, so that large cached segments stay
+  /// whole for large requests (and can be given back whole under memory pressure). SIZE_MAX
+  /// ("none" in strings) means every block may be split. Must be larger than
+  /// `large_segment_size` and `small_segment_size`. Default 32 MiB (PyTorch's default is none;
+  /// docs/benchmarks.md has the replays that chose it). Ignored with expandable segments.
+  std::size_t max_split_size = 32 * MiB;
 
   /// key `memory_limit`: most bytes the allocator may reserve; 0 ("none") means no limit. With
   /// caching on it must hold a small and a large segment. A value in percent ("90%", "12.5%")
@@ -92,8 +94,11 @@ struct config {
   /// after the last entry; an interval not covered keeps 0). All zero (the default): off.
   std::array<std::uint32_t, roundup_intervals> roundup_power2_divisions{};
 
-  /// key `expandable_segments` (PyTorch's): grow segments in place with the CUDA virtual memory
-  /// API. Not built yet: an allocator with this set fails to start with not_supported.
+  /// key `expandable_segments` (PyTorch's name): each stream and pool grows one segment in
+  /// place, a virtual address range whose physical chunks (of the backend's vm_granularity) are
+  /// mapped on demand and unmapped when memory is released, holes in the middle included.
+  /// Needs a backend with virtual memory (else the allocator fails to start with
+  /// not_supported); ignored in pass-through mode (caching:0). Default off (docs/design.md).
   bool expandable_segments = false;
 
   /// key `reserve`: bytes taken from the device in one call when the allocator starts (RMM's

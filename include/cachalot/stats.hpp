@@ -1,6 +1,8 @@
 // Statistics and snapshots. A memory_stats is an exact, consistent picture taken under the
 // allocator's locks: allocated <= reserved, active = allocated + blocks awaiting events, and
-// the byte totals equal the sums over the snapshot's blocks.
+// the byte totals equal the sums over the snapshot's blocks. Segments are fixed (one device
+// allocation) or expandable (an address range whose chunks are mapped on demand): reserved
+// bytes are the bytes of fixed segments plus the mapped bytes of expandable ones.
 #pragma once
 
 #include <cstddef>
@@ -30,18 +32,27 @@ struct pool_stats {
 
 /// Everything an allocator counts.
 struct memory_stats {
-  pool_stats requested_bytes;       ///< bytes callers asked for, in live allocations
-  pool_stats allocated_bytes;       ///< bytes handed out (rounded sizes)
-  pool_stats reserved_bytes;        ///< bytes held in device segments
-  pool_stats active_bytes;          ///< allocated plus freed blocks awaiting stream events
-  pool_stats inactive_split_bytes;  ///< free bytes inside segments that are split
-  pool_stats allocations;           ///< live allocation count (current/peak/allocated/freed)
-  pool_stats segments;              ///< segment count
+  pool_stats requested_bytes;  ///< bytes callers asked for, in live allocations
+  pool_stats allocated_bytes;  ///< bytes handed out (rounded sizes)
+  /// bytes held from the device: fixed segments plus mapped chunks of expandable segments
+  pool_stats reserved_bytes;
+  pool_stats active_bytes;  ///< allocated plus freed blocks awaiting stream events
+  /// free bytes (mapped) inside segments that hold a live (allocated or pending) block
+  pool_stats inactive_split_bytes;
+  pool_stats allocations;  ///< live allocation count (current/peak/allocated/freed)
+  /// segment count: fixed segments plus expandable segments (one per address range, whatever
+  /// its number of mapped chunks)
+  pool_stats segments;
 
-  std::uint64_t num_allocs = 0;           ///< successful allocations
-  std::uint64_t num_frees = 0;            ///< successful frees
-  std::uint64_t num_segment_allocs = 0;   ///< device segment allocations
-  std::uint64_t num_segment_frees = 0;    ///< device segment frees
+  std::uint64_t num_allocs = 0;  ///< successful allocations
+  std::uint64_t num_frees = 0;   ///< successful frees
+  /// segments made: device segment allocations plus address ranges reserved for expandable
+  /// segments
+  std::uint64_t num_segment_allocs = 0;
+  /// segments given back: device segment frees plus address ranges released
+  std::uint64_t num_segment_frees = 0;
+  std::uint64_t num_chunk_maps = 0;       ///< physical chunks mapped into expandable segments
+  std::uint64_t num_chunk_unmaps = 0;     ///< physical chunks unmapped from expandable segments
   std::uint64_t num_ooms = 0;             ///< allocations that failed for lack of memory
   std::uint64_t num_alloc_retries = 0;    ///< allocations retried after releasing the cache
   std::uint64_t num_cache_flushes = 0;    ///< releases of cached segments (empty_cache, OOM, trim)
@@ -62,6 +73,7 @@ enum class block_state : std::uint8_t {
   free,       ///< cached, reusable
   allocated,  ///< handed out to a caller
   pending,    ///< freed by the caller, awaiting events on other streams
+  unmapped,   ///< a hole of an expandable segment: address space with no memory mapped
 };
 
 /// One block of a snapshot.
@@ -74,11 +86,17 @@ struct block_info {
 
 /// One segment of a snapshot, with its blocks in address order.
 struct segment_info {
-  std::uintptr_t address = 0;         ///< base address
-  std::size_t size = 0;               ///< segment size
+  std::uintptr_t address = 0;  ///< base address
+  /// reserved bytes: the segment's size, or the mapped bytes of an expandable segment
+  std::size_t size = 0;
   stream_t stream = nullptr;          ///< stream the segment belongs to
   pool_kind pool = pool_kind::small;  ///< pool
-  std::vector<block_info> blocks;     ///< blocks in address order, covering the segment
+  /// blocks in address order, covering [address, address + range_size); in an expandable
+  /// segment, unmapped blocks are its holes (never two adjacent ones), and every boundary
+  /// between mapped and unmapped memory is a chunk boundary
+  std::vector<block_info> blocks;
+  bool expandable = false;     ///< an expandable segment (address range, chunks mapped on demand)
+  std::size_t range_size = 0;  ///< bytes of address space: `size` for a fixed segment
 };
 
 /// Every segment and block of an allocator at one instant.

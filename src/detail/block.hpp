@@ -1,8 +1,10 @@
-// Blocks and segments. A segment is one device allocation; it is tiled, in address order and
-// without gaps, by blocks linked through prev/next. A block is free (in its stream's free
-// index), allocated (in the pointer map), or pending (freed, awaiting events on other
-// streams). Invariants: adjacent blocks of a segment are never both free (they are coalesced);
-// a segment and all its blocks belong to one stream state for their whole life.
+// Blocks. A block is a span of a segment (detail/segment.hpp); a segment is tiled, in address
+// order and without gaps, by blocks linked through prev/next. A block is free (in its stream's
+// free index), allocated (in the pointer map), pending (freed, awaiting events on other
+// streams), or, in an expandable segment only, unmapped (a hole: no memory behind it, never in
+// the free index). Invariants: adjacent free blocks are coalesced (an unmapped block is never
+// coalesced with a mapped one); a block and its segment belong to one stream state for their
+// whole life.
 #pragma once
 
 #include <cstddef>
@@ -31,25 +33,17 @@ struct block {
   stream_state* owner = nullptr;  ///< stream state owning the node; never changes
   block_state state = block_state::free;  ///< free, allocated or pending
   bool oversize = false;                  ///< held in the oversize set rather than the free index
+  /// Unmapped block of an expandable segment that a growth is mapping or a release is
+  /// unmapping: not in the segment's hole index, invisible to every other operation.
+  bool busy = false;
   /// Allocated, but a free has claimed it (taken it out of the pointer map) and is still
   /// deciding between freeing it now and deferring it: record_stream and checked frees treat it
   /// as freed. Guarded by the owner's lock.
   bool freeing = false;
   std::vector<stream_t> used_on;  ///< other streams recorded through record_stream
 
-  /// True if this free block covers its whole segment.
+  /// True if this block covers its whole (fixed) segment.
   bool whole() const noexcept { return prev == nullptr && next == nullptr; }
-};
-
-/// One device allocation, owned by a stream state.
-struct segment {
-  std::uintptr_t base = 0;            ///< base address
-  std::size_t size = 0;               ///< bytes
-  pool_kind pool = pool_kind::small;  ///< pool the segment serves
-  stream_state* owner = nullptr;      ///< owning stream state
-  block* first = nullptr;             ///< lowest block
-  segment* prev = nullptr;            ///< owner's segment list
-  segment* next = nullptr;            ///< owner's segment list
 };
 
 /// Recycles block nodes of one stream state so that splitting never calls malloc on the hot
@@ -61,10 +55,10 @@ class block_pool {
   block_pool(const block_pool&) = delete;
   block_pool& operator=(const block_pool&) = delete;
 
-  /// A fresh node owned by `owner`.
+  /// A fresh node owned by `owner` (always the same for one pool).
   block* acquire(stream_state* owner) {
     if (head_ == nullptr) [[unlikely]]
-      grow();
+      grow(owner);
     block* b = head_;
     head_ = b->free_next;
     b->addr = 0;
@@ -72,25 +66,30 @@ class block_pool {
     b->requested = 0;
     b->prev = b->next = b->free_prev = b->free_next = nullptr;
     b->seg = nullptr;
-    b->owner = owner;
     b->state = block_state::free;
     b->oversize = false;
+    b->busy = false;
     b->freeing = false;
     return b;  // used_on was cleared by release()
   }
-  /// Returns a node to the pool.
+  /// Returns a node to the pool. Its segment is cleared, so that a cold path holding a stale
+  /// pointer to it (a release pass) sees that it no longer belongs to any segment.
   void release(block* b) noexcept {
     b->used_on.clear();
+    b->seg = nullptr;
     b->free_next = head_;
     head_ = b;
   }
 
  private:
   static constexpr std::size_t chunk_size = 128;
-  void grow() {
+  // Nodes get their owner once, here: threads read `owner` of a node found in the pointer map
+  // before they take its stream's lock, so it must never be written again.
+  void grow(stream_state* owner) {
     chunks_.push_back(std::make_unique<block[]>(chunk_size));
     block* chunk = chunks_.back().get();
     for (std::size_t i = 0; i < chunk_size; ++i) {
+      chunk[i].owner = owner;
       chunk[i].free_next = head_;
       head_ = &chunk[i];
     }

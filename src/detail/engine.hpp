@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,7 @@
 #include "cachalot/config.hpp"
 #include "cachalot/stats.hpp"
 #include "detail/block.hpp"
+#include "detail/expandable.hpp"
 #include "detail/pointer_map.hpp"
 #include "detail/reserve_arena.hpp"
 #include "detail/stats_tracker.hpp"
@@ -161,6 +163,13 @@ class engine {
     return (bytes + granularity_ - 1) & ~(granularity_ - 1);
   }
 
+  /// The free index (band) of a request: the lower band of a pool holds requests below
+  /// band_split_ (expandable segments only; 0 otherwise, every request in the upper band).
+  std::size_t band_of(pool_kind pool, std::size_t rounded) const noexcept {
+    const auto p = static_cast<std::size_t>(pool);
+    return 2 * p + (rounded >= band_split_[p] ? 1 : 0);
+  }
+
   stream_state& state_for(stream_t stream) {
     stream_cache& c = t_stream_cache;
     for (const auto& e : c.entries) {
@@ -178,8 +187,8 @@ class engine {
     if (!caching_) [[unlikely]]
       return nullptr;
     const bool oversize = rounded >= max_split_size_;
-    block* b = oversize ? find_oversize(ss, rounded)
-                        : ss.index[static_cast<std::size_t>(pool)].find(rounded);
+    block* b =
+        oversize ? find_oversize(ss, rounded) : ss.index[band_of(pool, rounded)].find(rounded);
     if (b == nullptr) return nullptr;
     return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
   }
@@ -190,11 +199,13 @@ class engine {
                std::size_t requested, bool forced, bool* over_ceiling) {
     const bool split_it = should_split(b, rounded);
     const std::size_t size = split_it ? rounded : b->size;
-    const std::size_t whole = b->whole() ? b->seg->size : 0;
+    segment* seg = b->seg;
+    const std::size_t whole = seg->live == 0 ? seg->size : 0;
     if (!ss.stats.try_alloc(pool, size, requested, whole, !forced)) [[unlikely]] {
       *over_ceiling = true;
       return nullptr;
     }
+    ++seg->live;
     remove_free(ss, b);
     if (split_it) split(ss, b, rounded);
     b->state = block_state::allocated;
@@ -205,14 +216,10 @@ class engine {
     return b;
   }
 
-  /// Bytes of the segment if freeing `b` (allocated or pending) leaves it wholly free, else 0.
-  /// Adjacent free blocks are always coalesced, so a free neighbour has no free neighbour.
+  /// Reserved bytes of the segment if freeing `b` (allocated or pending) leaves it with no
+  /// live block, else 0.
   static std::size_t whole_after_free(const block* b) noexcept {
-    const block* p = b->prev;
-    const block* n = b->next;
-    const bool low = p == nullptr || (p->state == block_state::free && p->prev == nullptr);
-    const bool high = n == nullptr || (n->state == block_state::free && n->next == nullptr);
-    return low && high ? b->seg->size : 0;
+    return b->seg->live == 1 ? b->seg->size : 0;
   }
 
   /// Under ss.lock: frees an allocated block (not deferred). False, with nothing changed, if its
@@ -252,7 +259,7 @@ class engine {
     if (b->size >= max_split_size_) [[unlikely]] {
       insert_oversize(ss, b);
     } else {
-      ss.index[static_cast<std::size_t>(b->seg->pool)].insert(b);
+      ss.index[b->seg->band].insert(b);
     }
   }
 
@@ -260,7 +267,7 @@ class engine {
     if (b->oversize) [[unlikely]] {
       remove_oversize(ss, b);
     } else {
-      ss.index[static_cast<std::size_t>(b->seg->pool)].remove(b);
+      ss.index[b->seg->band].remove(b);
     }
   }
 
@@ -268,6 +275,7 @@ class engine {
   /// (Whether that leaves the segment wholly free is known beforehand: whole_after_free.)
   void release_block(stream_state& ss, block* b) {
     b->requested = 0;
+    --b->seg->live;
     if (block* n = b->next; n != nullptr && n->state == block_state::free) {
       remove_free(ss, n);
       b->size += n->size;
@@ -351,6 +359,31 @@ class engine {
   event_t acquire_event();
   void recycle_event(event_t e) noexcept;
   std::size_t release_cached(std::size_t target_reserved, bool largest_first);
+  // --- expandable segments (expandable.cpp) ---
+  std::size_t growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept;
+  std::size_t growth_mark() const;
+  block* grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
+                     std::size_t seg_size);
+  block* grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
+                         std::size_t requested, bool* no_space);
+  growth_span new_expandable(stream_state& ss, pool_kind pool, std::size_t band, std::size_t bytes);
+  std::size_t map_span(const block* span, std::uint64_t& maps, std::uint64_t& unmaps,
+                       std::exception_ptr& error);
+  block* attach(stream_state& ss, const growth_span& g, std::size_t mapped, std::uint64_t maps,
+                std::uint64_t unmaps);
+  block* coalesce_free(stream_state& ss, block* b);
+  void drop_fresh(stream_state& ss, segment* seg);
+  bool device_has(std::size_t bytes);
+  void collect_spans(stream_state& ss, std::vector<release_candidate>& out) const;
+  std::size_t pick_span(span_batches& spans, release_candidate c, std::size_t over);
+  std::string mapped_note() const;
+  std::size_t release_spans(stream_state& ss, const std::vector<release_candidate>& picks);
+  void restore_span(stream_state& ss, const unmap_span& u, std::size_t unmapped);
+  std::vector<segment*> unlink_empty(stream_state& ss);
+  void release_ranges(stream_state& ss, const std::vector<segment*>& empty);
+  void sync_stream(stream_t stream);
+  bool vm_allowed(stream_t stream);
+  void destroy_expandable(segment* seg) noexcept;
   bool release_segment(stream_state& ss, segment* seg);
   void release_or_keep(stream_state& ss, segment* seg) noexcept;
   std::vector<stream_state*> states() const;
@@ -379,6 +412,10 @@ class engine {
   std::size_t gc_bytes_;  // reserved bytes above which growth first releases cached segments
   std::size_t device_total_;
   bool caching_;
+  bool expandable_ = false;                      ///< expandable segments (config and caching on)
+  std::size_t chunk_ = 0;                        ///< expandable segments: bytes per mapped chunk
+  std::size_t range_bytes_ = 0;                  ///< expandable segments: address space per segment
+  std::size_t band_split_[pool_count] = {0, 0};  ///< see band_of
   // Checked mode (config.debug) and its use-after-free detection (poison_: checked mode on
   // host-accessible memory). Each hot path pays one branch on one of the two flags below.
   bool debug_;

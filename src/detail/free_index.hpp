@@ -79,6 +79,23 @@ class free_index {
     return best;
   }
 
+  /// Calls `fn(block*)` for every free block of at least `size` bytes, and for some smaller
+  /// ones (those sharing a bucket with larger ones): cold paths, which filter. `fn` must not
+  /// change the index.
+  template <class Fn>
+  void for_each_from(std::size_t size, Fn&& fn) const {
+    const unsigned first = mapping(size).fl;
+    for (std::uint64_t fl_map = fl_bitmap_ & (~std::uint64_t{0} << first); fl_map != 0;
+         fl_map &= fl_map - 1) {
+      const unsigned f = static_cast<unsigned>(std::countr_zero(fl_map));
+      for (std::uint32_t sl_map = sl_bitmap_[f]; sl_map != 0; sl_map &= sl_map - 1) {
+        for (block* b = heads_[f][std::countr_zero(sl_map)]; b != nullptr; b = b->free_next) {
+          fn(b);
+        }
+      }
+    }
+  }
+
   /// Number of free blocks.
   std::size_t count() const noexcept { return count_; }
   /// Bytes in free blocks.

@@ -141,6 +141,8 @@ class stream_stats {
   std::uint64_t num_pending = 0;   ///< blocks awaiting events now
   std::uint64_t num_segment_allocs = 0;
   std::uint64_t num_segment_frees = 0;
+  std::uint64_t num_chunk_maps = 0;    ///< chunks mapped into expandable segments
+  std::uint64_t num_chunk_unmaps = 0;  ///< chunks unmapped from expandable segments
 
  private:
   std::uint64_t inc_[quantity_count][pool_count] = {};

@@ -1,14 +1,13 @@
 // Everything the allocator keeps for one stream: its segments, its free blocks (a free index
-// per pool, plus an ordered set of oversize blocks that are never split) and its block nodes,
+// per band, plus one of oversize blocks, which are never split) and its block nodes,
 // all behind one spinlock. Streams never share blocks, so threads working on different streams
 // never contend here. Stream states live until the allocator is destroyed.
 #pragma once
 
 #include <cstddef>
-#include <map>
 
-#include "detail/block.hpp"
 #include "detail/free_index.hpp"
+#include "detail/segment.hpp"
 #include "detail/spinlock.hpp"
 #include "detail/stats_tracker.hpp"
 
@@ -16,17 +15,21 @@ namespace cachalot::detail {
 
 /// Per-stream allocator state. Every member is guarded by `lock`.
 struct stream_state {
+  /// Free indexes: two bands per pool (engine::band_of), so that small requests and larger ones
+  /// can be kept in different segments.
+  static constexpr std::size_t band_count = 2 * pool_count;
+
   explicit stream_state(stream_t s) : stream(s) {}
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
-  spinlock lock;                                ///< guards everything below
-  const stream_t stream;                        ///< the stream
-  free_index index[pool_count];                 ///< free blocks below max_split_size, per pool
-  std::multimap<std::size_t, block*> oversize;  ///< free blocks >= max_split_size, by size
-  segment* segments = nullptr;                  ///< intrusive list of this stream's segments
-  block_pool nodes;                             ///< recycled block nodes
-  stream_stats stats;                           ///< counters and stats ceilings of this stream
+  spinlock lock;                 ///< guards everything below
+  const stream_t stream;         ///< the stream
+  free_index index[band_count];  ///< free blocks below max_split_size, per band
+  free_index oversize;           ///< free blocks >= max_split_size (never split)
+  segment* segments = nullptr;   ///< intrusive list of this stream's segments
+  block_pool nodes;              ///< recycled block nodes
+  stream_stats stats;            ///< counters and stats ceilings of this stream
 
   /// Links a new segment into the list.
   void link(segment* s) noexcept {

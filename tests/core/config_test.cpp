@@ -29,7 +29,8 @@ TEST(config, EmptyGivesDefaults) {
   EXPECT_EQ(c.small_segment_size, 2 * MiB);
   EXPECT_EQ(c.large_segment_size, 20 * MiB);
   EXPECT_EQ(c.mid_size_limit, 10 * MiB);
-  EXPECT_EQ(c.max_split_size, SIZE_MAX);
+  EXPECT_EQ(c.max_split_size, 32 * MiB);
+  EXPECT_FALSE(c.expandable_segments);
   EXPECT_EQ(c.memory_limit, 0u);
   EXPECT_TRUE(c.caching);
   EXPECT_FALSE(c.debug);

@@ -1,6 +1,7 @@
 // Long randomized sequences of every operation on the simulated device, with host backing so
 // that contents are checked: after every step the stats must equal the snapshot sums and the
-// device must hold exactly the reserved segments.
+// device must hold exactly the reserved segments and mapped chunks (fixed and expandable
+// segments).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -111,6 +112,8 @@ void run(const std::string& conf, std::uint64_t seed, int steps) {
   EXPECT_EQ(end.active_bytes.all.current, 0u);
   EXPECT_EQ(end.requested_bytes.all.current, 0u);
   EXPECT_EQ(dev->counters().live_segments, 0u);
+  EXPECT_EQ(dev->counters().live_chunks, 0u);
+  EXPECT_EQ(dev->counters().live_ranges, 0u);
 }
 
 TEST(randomized, DefaultConfig) {
@@ -124,6 +127,18 @@ TEST(randomized, PassThrough) {
 }
 TEST(randomized, TightMemoryLimit) {
   run("memory_limit:96MiB", 4, 6000);
+}
+TEST(randomized, Expandable) {
+  run("expandable_segments:1", 5, 6000);
+}
+TEST(randomized, ExpandableMaxSplitSize) {
+  run("expandable_segments:1,max_split_size:24MiB", 6, 6000);
+}
+TEST(randomized, ExpandableTightMemoryLimit) {
+  run("expandable_segments:1,memory_limit:96MiB", 7, 6000);
+}
+TEST(randomized, ExpandableChecked) {
+  run("expandable_segments:1,debug:1", 8, 500);  // poisoning: 40 MiB blocks
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Size policies and the stats they produce: the large-pool split rule, max_split_size
-// (oversize blocks never split and never given to small requests), pool separation, active
-// and inactive-split accounting.
+// (oversize blocks never split and never given to small requests), pool separation, size
+// bands, active and inactive-split accounting.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -21,12 +21,12 @@ std::unique_ptr<allocator> make(const std::string& conf) {
 TEST(size_policy, LargeBlocksSplitOnlyWhenMoreThanOneMiBRemains) {
   auto a = make("caching:1");
   void* x = a->allocate(9 * MiB);              // 20 MiB segment: 11 MiB remain, split
-  void* y = a->allocate(9 * MiB + 512 * KiB);  // 1.5 MiB remain: split
-  void* z = a->allocate(MiB + 200 * KiB);      // takes the 1.5 MiB block whole
-  EXPECT_EQ(a->allocation_size(z), MiB + 512 * KiB);
+  void* y = a->allocate(8 * MiB + 512 * KiB);  // 2.5 MiB remain: split
+  void* z = a->allocate(2 * MiB + 200 * KiB);  // takes the 2.5 MiB block whole
+  EXPECT_EQ(a->allocation_size(z), 2 * MiB + 512 * KiB);
   EXPECT_EQ(a->stats().segments.all.current, 1u);
   EXPECT_EQ(a->stats().requested_bytes.all.current,
-            9 * MiB + 9 * MiB + 512 * KiB + MiB + 200 * KiB);
+            9 * MiB + 8 * MiB + 512 * KiB + 2 * MiB + 200 * KiB);
   for (void* p : {x, y, z}) a->deallocate(p);
   expect_stats_match_snapshot(*a);
 }
@@ -66,7 +66,7 @@ TEST(size_policy, OversizeBlocksAreNeverSplit) {
 }
 
 TEST(size_policy, WithoutMaxSplitBigBlocksAreSplit) {
-  auto a = make("caching:1");
+  auto a = make("max_split_size:none");
   void* p = a->allocate(100 * MiB);
   a->deallocate(p);
   void* q = a->allocate(30 * MiB);
@@ -85,13 +85,35 @@ TEST(size_policy, CustomSizeClasses) {
   void* p = a->allocate(1);
   EXPECT_EQ(a->allocation_size(p), 4 * KiB);
   EXPECT_EQ(a->stats().reserved_bytes.small.current, MiB);
-  void* q = a->allocate(65 * KiB);
+  void* q = a->allocate(2 * MiB);
   EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB);
   void* r = a->allocate(5 * MiB + 1);  // fits in the rest of the 8 MiB segment
   EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB);
   void* t = a->allocate(5 * MiB + 1);  // >= mid_size: its own segment, rounded to 1 MiB
   EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB + 6 * MiB);
-  for (void* x : {p, q, r, t}) a->deallocate(x);
+  void* u = a->allocate(65 * KiB);  // large pool, below segment_rounding: a band of its own
+  EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB + 6 * MiB + 8 * MiB);
+  for (void* x : {p, q, r, t, u}) a->deallocate(x);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, SmallRequestsKeepToTheirOwnSegmentsInEachPool) {
+  // Size bands: below 64 KiB (small pool) and below 2 MiB (large pool), requests take segments
+  // of their own, so that a long-lived small block never pins a segment of larger ones.
+  auto a = make("caching:1");
+  void* tiny = a->allocate(4 * KiB);
+  void* small = a->allocate(512 * KiB);
+  void* sub = a->allocate(MiB + 512 * KiB);
+  void* mid = a->allocate(3 * MiB);
+  EXPECT_EQ(a->stats().segments.small.current, 2u);
+  EXPECT_EQ(a->stats().segments.large.current, 2u);
+  a->deallocate(small);
+  a->deallocate(mid);
+  a->empty_cache();  // the segments of the freed blocks go back, the tiny block pins nothing
+  EXPECT_EQ(a->stats().segments.all.current, 2u);
+  EXPECT_EQ(a->stats().reserved_bytes.all.current, 2 * MiB + 20 * MiB);
+  a->deallocate(tiny);
+  a->deallocate(sub);
   expect_stats_match_snapshot(*a);
 }
 

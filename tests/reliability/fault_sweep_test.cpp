@@ -1,9 +1,11 @@
 // Faults survived: a long randomized workload (mixed sizes on 3 streams, same- and cross-stream
 // frees, record_stream while streams are held, empty_cache, trim) runs over a faulty_backend
 // wrapping the simulated device, once for every N with the Nth call of one backend operation
-// failing. Each call must succeed or throw a cachalot::error (backend or out of memory) that
-// leaves the allocator as it was; after every call every invariant of invariants.hpp holds;
-// at the end, freeing everything and emptying the cache gives the device back every segment.
+// failing, with fixed segments and with expandable segments (whose growth and release call the
+// virtual-memory operations: reserve and release a range, map and unmap a chunk). Each call must
+// succeed or throw a cachalot::error (backend or out of memory) that leaves the allocator as it
+// was; after every call every invariant of invariants.hpp holds; at the end, freeing everything and
+// emptying the cache gives the device back every segment.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -34,12 +36,14 @@ stream_t stream_n(std::uintptr_t n) {
 /// One allocator over faulty_backend(simulated_device), driven by a seeded random workload.
 class rig {
  public:
-  explicit rig(std::uint64_t seed) : rng_(seed) {
+  explicit rig(std::uint64_t seed, bool expandable = false) : rng_(seed) {
     sim_options o;
     o.capacity = 1 * GiB;
     sim_ = std::make_shared<simulated_device>(o);
     faulty_ = std::make_shared<faulty_backend>(sim_);
-    a_ = std::make_unique<allocator>(config{}, faulty_);
+    config cfg;
+    cfg.expandable_segments = expandable;
+    a_ = std::make_unique<allocator>(cfg, faulty_);
   }
 
   faulty_backend& faulty() { return *faulty_; }
@@ -73,6 +77,8 @@ class rig {
     if (!e.empty()) return e;
     if (a_->stats().reserved_bytes.all.current != 0) return "reserved bytes left after drain";
     if (sim_->counters().live_segments != 0) return "device segments left after drain";
+    if (sim_->counters().live_chunks != 0) return "device chunks left after drain";
+    if (sim_->counters().live_ranges != 0) return "device address ranges left after drain";
     a_.reset();
     if (sim_->counters().live_events != 0) return "device events left after destruction";
     return "";
@@ -156,6 +162,17 @@ constexpr fault_op swept_ops[] = {fault_op::allocate_segment, fault_op::free_seg
                                   fault_op::create_event,     fault_op::record_event,
                                   fault_op::query_event,      fault_op::synchronize,
                                   fault_op::memory_info};
+/// With expandable segments: the operations they call.
+constexpr fault_op vm_swept_ops[] = {fault_op::reserve_address_range,
+                                     fault_op::release_address_range,
+                                     fault_op::map_chunk,
+                                     fault_op::unmap_chunk,
+                                     fault_op::create_event,
+                                     fault_op::record_event,
+                                     fault_op::synchronize,
+                                     fault_op::memory_info,
+                                     fault_op::allocate_segment,
+                                     fault_op::query_event};
 
 /// The fault points to try for an operation called `calls` times: all of them up to
 /// points_per_op, else points_per_op spread evenly (always including the first and the last).
@@ -173,10 +190,13 @@ struct sweep_totals {
 };
 
 template <class Ops>
-void sweep(std::uint64_t seed, fault_mode mode, const Ops& ops, sweep_totals& totals) {
-  rig baseline(seed);
+void sweep(std::uint64_t seed, fault_mode mode, const Ops& ops, sweep_totals& totals,
+           bool expandable = false) {
+  rig baseline(seed, expandable);
   std::uint64_t before[fault_op_count];  // calls made while constructing the allocator
-  for (fault_op op : swept_ops) before[static_cast<std::size_t>(op)] = baseline.faulty().calls(op);
+  for (std::size_t op = 0; op < fault_op_count; ++op) {
+    before[op] = baseline.faulty().calls(static_cast<fault_op>(op));
+  }
   ASSERT_EQ(baseline.run(workload_steps), "");
   ASSERT_EQ(baseline.errors(), 0u) << "the workload must run without backend errors";
   for (fault_op op : ops) {
@@ -185,8 +205,11 @@ void sweep(std::uint64_t seed, fault_mode mode, const Ops& ops, sweep_totals& to
                 static_cast<unsigned long long>(seed), fault_op_name(op),
                 static_cast<unsigned long long>(calls));
     for (std::uint64_t n : fault_points(calls)) {
-      rig r(seed);
+      rig r(seed, expandable);
       r.faulty().set_allocate_mode(mode);
+      if (op == fault_op::map_chunk || op == fault_op::reserve_address_range) {
+        r.faulty().set_mode(op, mode);
+      }
       r.faulty().fail_nth(op, n);
       ASSERT_EQ(r.run(workload_steps, true), "") << fault_op_name(op) << " #" << n;
       ASSERT_EQ(r.faulty().injected(), 1u) << fault_op_name(op) << " #" << n;
@@ -205,6 +228,33 @@ TEST(fault_sweep, EveryFailedCallLeavesTheAllocatorConsistent) {
               static_cast<unsigned long long>(totals.errors));
   EXPECT_GE(totals.points, std::size(seeds) * 2 * points_per_op);
   EXPECT_GT(totals.errors, 0u);
+}
+
+TEST(fault_sweep, ExpandableSegmentsEveryFailedCallLeavesTheAllocatorConsistent) {
+  sweep_totals totals;
+  sweep(21, fault_mode::out_of_memory, vm_swept_ops, totals, true);
+  std::printf("[ figures ] expandable: fault points swept: %llu, backend errors: %llu\n",
+              static_cast<unsigned long long>(totals.points),
+              static_cast<unsigned long long>(totals.errors));
+  EXPECT_GE(totals.points, 4 * points_per_op);
+  EXPECT_GT(totals.errors, 0u);
+}
+
+TEST(fault_sweep, ExpandableSegmentsMapAndReserveThrowingInsteadOfRunningOut) {
+  sweep_totals totals;
+  sweep(22, fault_mode::error, std::array{fault_op::map_chunk, fault_op::reserve_address_range},
+        totals, true);
+  EXPECT_GT(totals.errors, 0u);
+}
+
+TEST(fault_sweep, ExpandableSegmentsAnOperationThatAlwaysFails) {
+  for (fault_op op : vm_swept_ops) {
+    if (op == fault_op::memory_info) continue;  // also fails the allocator's construction
+    rig r(23, true);
+    r.faulty().fail_always(op, true);
+    ASSERT_EQ(r.run(workload_steps), "") << fault_op_name(op);
+    ASSERT_EQ(r.drain(), "") << fault_op_name(op);
+  }
 }
 
 TEST(fault_sweep, AllocateSegmentThrowingInsteadOfReturningNull) {

@@ -6,8 +6,11 @@
 //    allocated block sizes, active = allocated + pending block sizes, requested = requested
 //    sizes of allocated blocks, inactive split = free bytes of segments not wholly free; the
 //    counts (segments, allocations, pending and free blocks, largest free block) likewise;
-//  - blocks tile their segment exactly, no two free blocks are adjacent;
-//  - on a simulated device: used bytes == reserved, live segments == segments;
+//  - blocks tile their segment (an expandable one: its address range) exactly, no two free
+//    blocks and no two holes are adjacent, holes lie on chunk boundaries, mapped blocks add up
+//    to the segment's size;
+//  - on a simulated device: segment bytes + mapped chunk bytes == reserved, live segments +
+//    live address ranges == segments, chunk maps and unmaps as the allocator counted them;
 //  - every pointer the caller believes live is owned and has its size.
 // Needs a quiescent allocator (no concurrent calls).
 #pragma once
@@ -39,32 +42,44 @@ inline std::string compare(const char* what, std::uint64_t stat, std::uint64_t s
 
 inline std::string check_segment(const segment_info& seg, pool_sums& p, std::uint64_t& pending,
                                  std::uint64_t& free_blocks, std::uint64_t& largest) {
+  constexpr std::size_t chunk = std::size_t{2} << 20;  // the simulated device's granularity
   std::uintptr_t at = seg.address;
-  bool prev_free = false;
-  std::uint64_t free_bytes = 0;
+  block_state prev = block_state::allocated;
+  std::uint64_t free_bytes = 0, mapped = 0;
+  bool live = false;
   for (const block_info& b : seg.blocks) {
     if (b.address != at) return "blocks do not tile segment " + std::to_string(seg.address);
     at += b.size;
     const bool is_free = b.state == block_state::free;
-    if (is_free && prev_free) return "two adjacent free blocks were not coalesced";
-    prev_free = is_free;
+    if (is_free && prev == block_state::free) return "two adjacent free blocks were not coalesced";
+    if (b.state == block_state::unmapped) {
+      if (prev == block_state::unmapped) return "two adjacent holes were not merged";
+      if (!seg.expandable) return "a hole in a fixed segment";
+      if (b.address % chunk != 0 || b.size % chunk != 0) return "a hole off chunk boundaries";
+      prev = b.state;
+      continue;
+    }
+    prev = b.state;
+    mapped += b.size;
     if (is_free) {
       free_bytes += b.size;
       ++free_blocks;
       largest = std::max<std::uint64_t>(largest, b.size);
     } else if (b.state == block_state::allocated) {
+      live = true;
       p.allocated += b.size;
       p.active += b.size;
       p.requested += b.requested;
       ++p.allocations;
     } else {
+      live = true;
       p.active += b.size;
       ++pending;
     }
   }
-  if (at != seg.address + seg.size) return "blocks do not cover their segment";
-  const bool wholly_free = seg.blocks.size() == 1 && prev_free;
-  if (!wholly_free) p.inactive += free_bytes;
+  if (at != seg.address + seg.range_size) return "blocks do not cover their segment";
+  if (mapped != seg.size) return "mapped blocks do not add up to the segment's size";
+  if (live) p.inactive += free_bytes;  // free bytes of segments with no live block are not
   p.reserved += seg.size;
   ++p.segments;
   return "";
@@ -123,10 +138,15 @@ inline std::string check_invariants(const allocator& a, const simulated_device* 
   }
   if (device != nullptr) {
     const sim_counters c = device->counters();
-    std::string e = compare("device used bytes vs reserved", all, c.used_bytes);
-    if (e.empty())
-      e = compare("device live segments vs segments", s.segments.all.current, c.live_segments);
-    if (!e.empty()) return e;
+    for (auto [what, stat, sum] :
+         {std::tuple{"device used + mapped bytes vs reserved", all, c.used_bytes + c.mapped_bytes},
+          std::tuple{"device live segments + ranges vs segments", s.segments.all.current,
+                     c.live_segments + c.live_ranges},
+          std::tuple{"device chunk maps", s.num_chunk_maps, c.chunk_maps},
+          std::tuple{"device chunk unmaps", s.num_chunk_unmaps, c.chunk_unmaps}}) {
+      std::string e = compare(what, stat, sum);
+      if (!e.empty()) return e;
+    }
   }
   std::uint64_t requested = 0;
   for (const auto& [ptr, size] : live) {

@@ -15,7 +15,9 @@
 // invariants.hpp). At the end everything is freed and the device must be empty.
 //
 // Usage: cachalot_stress [--long] [--threads N] [--rounds N] [--ops N] [--seed N] [--checked]
-//                        [--trace FILE]
+//                        [--expandable] [--trace FILE]
+// --expandable runs with expandable segments: growth maps chunks and trim/empty_cache unmap
+// them while other threads allocate and free in the same segments.
 // Short mode (default) fits CI (< 30 s); --long runs 20x longer. Exit status 0 on success.
 #include <atomic>
 #include <chrono>
@@ -62,7 +64,8 @@ struct options {
   unsigned ops = 3000;  // per thread and round
   std::uint64_t seed = 1;
   bool checked = false;
-  std::string trace;  // trace file, checked at the end ("": no trace)
+  bool expandable = false;  // expandable segments (chunks mapped and unmapped concurrently)
+  std::string trace;        // trace file, checked at the end ("": no trace)
 };
 
 struct item {
@@ -130,6 +133,7 @@ class stress {
     sim_ = std::make_shared<simulated_device>(so);
     config cfg;
     cfg.debug = o.checked;
+    cfg.expandable_segments = o.expandable;
     cfg.trace_file = o.trace;
     a_ = std::make_unique<allocator>(cfg, sim_);
   }
@@ -335,7 +339,9 @@ class stress {
     a_->empty_cache();
     check_quiescent("after draining");
     if (a_->stats().reserved_bytes.all.current != 0) fail("reserved bytes left after draining");
-    if (sim_->counters().live_segments != 0) fail("device segments left after draining");
+    const sim_counters c = sim_->counters();
+    if (c.live_segments != 0) fail("device segments left after draining");
+    if (c.live_chunks != 0 || c.live_ranges != 0) fail("device chunks left after draining");
     if (a_->stats().num_use_after_free_writes != 0) fail("use-after-free writes detected");
   }
 
@@ -375,6 +381,8 @@ options parse(int argc, char** argv) {
       o.seed = value();
     } else if (arg == "--checked") {
       o.checked = true;
+    } else if (arg == "--expandable") {
+      o.expandable = true;
     } else if (arg == "--trace") {
       if (i + 1 >= argc) fail("missing value after --trace");
       o.trace = argv[++i];

@@ -39,8 +39,8 @@ inline std::shared_ptr<device_backend> make_sim(const config& c) {
   return std::make_shared<simulated_device>(o);
 }
 
-/// The cases: simulated device bare and host-backed, with the default and a tuned config;
-/// CUDA with the default config when a device exists.
+/// The cases: simulated device bare and host-backed, with the default and a tuned config, with
+/// fixed and with expandable segments; CUDA with the default config when a device exists.
 inline std::vector<backend_case> conformance_cases() {
   std::vector<backend_case> cases = {
       {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim, true},
@@ -50,6 +50,14 @@ inline std::vector<backend_case> conformance_cases() {
        make_sim, true},
       {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim,
        true},
+      {"sim_expandable", "backend:simulated,capacity:8GiB,expandable_segments:1", true, false,
+       make_sim, true},
+      {"sim_expandable_host_backed",
+       "backend:simulated,capacity:1GiB,host_backing:1,expandable_segments:1", true, true,
+       make_sim, true},
+      {"sim_expandable_limit",
+       "backend:simulated,capacity:80GiB,memory_limit:2GiB,expandable_segments:1", true, false,
+       make_sim, true},
   };
   const char* fake = std::getenv("CACHALOT_TEST_FAKE_CUDA");
   if (fake != nullptr && *fake != '\0') {

@@ -21,6 +21,9 @@ class hooked_backend final : public device_backend {
   std::function<void(void*, std::size_t)> after_free_segment;  ///< after a successful one
   std::function<void(event_t, stream_t)> on_record_event;      ///< before record_event
   std::function<void(std::size_t)> on_allocate_segment;        ///< before allocate_segment
+  std::function<void(void*, std::size_t)> on_map_chunk;        ///< before map_chunk
+  std::function<void(void*, std::size_t)> on_unmap_chunk;      ///< before unmap_chunk
+  std::function<bool(stream_t)> capturing;                     ///< replaces is_capturing when set
 
   std::string name() const override { return inner_->name(); }
   int device() const override { return inner_->device(); }
@@ -43,7 +46,9 @@ class hooked_backend final : public device_backend {
   void synchronize_event(event_t event) override { inner_->synchronize_event(event); }
   void synchronize_device() override { inner_->synchronize_device(); }
   device_memory_info memory_info() override { return inner_->memory_info(); }
-  bool is_capturing(stream_t stream) override { return inner_->is_capturing(stream); }
+  bool is_capturing(stream_t stream) override {
+    return capturing ? capturing(stream) : inner_->is_capturing(stream);
+  }
   capture_mode exchange_capture_mode(capture_mode mode) override {
     return inner_->exchange_capture_mode(mode);
   }
@@ -57,8 +62,14 @@ class hooked_backend final : public device_backend {
   void release_address_range(void* base, std::size_t bytes) override {
     inner_->release_address_range(base, bytes);
   }
-  bool map_chunk(void* addr, std::size_t bytes) override { return inner_->map_chunk(addr, bytes); }
-  void unmap_chunk(void* addr, std::size_t bytes) override { inner_->unmap_chunk(addr, bytes); }
+  bool map_chunk(void* addr, std::size_t bytes) override {
+    if (on_map_chunk) on_map_chunk(addr, bytes);
+    return inner_->map_chunk(addr, bytes);
+  }
+  void unmap_chunk(void* addr, std::size_t bytes) override {
+    if (on_unmap_chunk) on_unmap_chunk(addr, bytes);
+    inner_->unmap_chunk(addr, bytes);
+  }
 
  private:
   std::shared_ptr<device_backend> inner_;

@@ -26,6 +26,13 @@ struct snapshot_sums {
   std::uint64_t largest_free = 0;
 };
 
+/// True if a segment holds an allocated or pending block (its free bytes are inactive-split).
+inline bool holds_live_block(const segment_info& seg) {
+  return std::any_of(seg.blocks.begin(), seg.blocks.end(), [](const block_info& b) {
+    return b.state == block_state::allocated || b.state == block_state::pending;
+  });
+}
+
 inline snapshot_sums sum_snapshot(const memory_snapshot& snap) {
   snapshot_sums s;
   for (const segment_info& seg : snap.segments) {
@@ -34,7 +41,7 @@ inline snapshot_sums sum_snapshot(const memory_snapshot& snap) {
       s.reserved[i] += seg.size;
       s.segments[i] += 1;
     }
-    const bool split = seg.blocks.size() > 1;
+    const bool split = holds_live_block(seg);
     for (const block_info& b : seg.blocks) {
       for (std::size_t i : {p, std::size_t{2}}) {
         if (b.state == block_state::allocated) {
@@ -42,7 +49,9 @@ inline snapshot_sums sum_snapshot(const memory_snapshot& snap) {
           s.requested[i] += b.requested;
           s.allocations[i] += 1;
         }
-        if (b.state != block_state::free) s.active[i] += b.size;
+        if (b.state == block_state::allocated || b.state == block_state::pending) {
+          s.active[i] += b.size;
+        }
         if (b.state == block_state::free && split) s.inactive_split[i] += b.size;
       }
       if (b.state == block_state::free) {
@@ -54,25 +63,40 @@ inline snapshot_sums sum_snapshot(const memory_snapshot& snap) {
   return s;
 }
 
-/// Asserts the snapshot's shape: blocks tile each segment in order, adjacent free blocks are
-/// coalesced, segments do not overlap.
-inline void expect_well_formed(const memory_snapshot& snap) {
+/// Asserts the snapshot's shape: blocks tile each segment (an expandable one: its whole
+/// address range) in order, adjacent free blocks are coalesced, so are adjacent holes, holes
+/// start and end on `chunk` boundaries, the mapped blocks add up to the segment's size, and
+/// segments do not overlap.
+inline void expect_well_formed(const memory_snapshot& snap, std::size_t chunk = 2 * MiB) {
   std::uintptr_t prev_end = 0;
   for (const segment_info& seg : snap.segments) {
     EXPECT_GE(seg.address, prev_end) << "segments overlap";
-    prev_end = seg.address + seg.size;
+    if (!seg.expandable) {
+      EXPECT_EQ(seg.range_size, seg.size) << "a fixed segment's range";
+    }
+    prev_end = seg.address + seg.range_size;
     std::uintptr_t at = seg.address;
-    bool prev_free = false;
+    block_state prev = block_state::allocated;
+    std::size_t mapped = 0;
     ASSERT_FALSE(seg.blocks.empty());
     for (const block_info& b : seg.blocks) {
       EXPECT_EQ(b.address, at) << "blocks do not tile the segment";
       EXPECT_GT(b.size, 0u);
-      const bool is_free = b.state == block_state::free;
-      EXPECT_FALSE(prev_free && is_free) << "adjacent free blocks at " << b.address;
-      prev_free = is_free;
+      const bool adjacent =
+          b.state == prev && (b.state == block_state::free || b.state == block_state::unmapped);
+      EXPECT_FALSE(adjacent) << "adjacent free blocks or holes at " << b.address;
+      if (b.state == block_state::unmapped) {
+        EXPECT_TRUE(seg.expandable) << "a hole in a fixed segment";
+        EXPECT_EQ(b.address % chunk, 0u) << "a hole off the chunk boundaries";
+        EXPECT_EQ(b.size % chunk, 0u) << "a hole off the chunk boundaries";
+      } else {
+        mapped += b.size;
+      }
+      prev = b.state;
       at += b.size;
     }
-    EXPECT_EQ(at, seg.address + seg.size) << "blocks do not cover the segment";
+    EXPECT_EQ(at, seg.address + seg.range_size) << "blocks do not cover the segment";
+    EXPECT_EQ(mapped, seg.size) << "mapped blocks do not add up to the segment's size";
   }
 }
 
@@ -103,14 +127,17 @@ inline void expect_stats_match_snapshot(const allocator& a) {
   EXPECT_EQ(st.num_allocs - st.num_frees, st.allocations.all.current);
 }
 
-/// Asserts that the simulated device holds exactly the allocator's reserved bytes.
+/// Asserts that the simulated device holds exactly the allocator's reserved bytes (segments
+/// and mapped chunks), segments and address ranges, and saw the same calls.
 inline void expect_device_matches(const allocator& a, const simulated_device& dev) {
   const sim_counters c = dev.counters();
   const memory_stats st = a.stats();
-  EXPECT_EQ(c.live_segments, st.segments.all.current);
-  EXPECT_EQ(c.segment_allocs, st.num_segment_allocs);
-  EXPECT_EQ(c.segment_frees, st.num_segment_frees);
-  EXPECT_EQ(c.used_bytes, st.reserved_bytes.all.current);
+  EXPECT_EQ(c.live_segments + c.live_ranges, st.segments.all.current);
+  EXPECT_EQ(c.segment_allocs + c.range_reserves, st.num_segment_allocs);
+  EXPECT_EQ(c.segment_frees + c.range_releases, st.num_segment_frees);
+  EXPECT_EQ(c.used_bytes + c.mapped_bytes, st.reserved_bytes.all.current);
+  EXPECT_EQ(c.chunk_maps, st.num_chunk_maps);
+  EXPECT_EQ(c.chunk_unmaps, st.num_chunk_unmaps);
 }
 
 }  // namespace cachalot::testing

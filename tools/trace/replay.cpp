@@ -140,6 +140,9 @@ void fill_figures(replay_result& r, const memory_stats& s) {
                                                 static_cast<double>(r.peak_requested);
   r.segment_allocs = s.num_segment_allocs;
   r.segment_frees = s.num_segment_frees;
+  r.chunk_maps = s.num_chunk_maps;
+  r.chunk_unmaps = s.num_chunk_unmaps;
+  r.device_syncs = s.num_device_syncs;
 }
 
 /// Key of each pair in a key:value,key:value string.

@@ -79,6 +79,9 @@ struct replay_result {
   std::size_t zero_size_allocations = 0;  ///< allocations of 0 bytes (null, not refused)
   std::uint64_t segment_allocs = 0;       ///< device segment allocations
   std::uint64_t segment_frees = 0;        ///< device segment frees
+  std::uint64_t chunk_maps = 0;           ///< chunks mapped (expandable segments)
+  std::uint64_t chunk_unmaps = 0;         ///< chunks unmapped (expandable segments)
+  std::uint64_t device_syncs = 0;         ///< events or streams the allocator synchronized
   double wall_ns = 0.0;                   ///< wall time of the operations
   /// Time spent issuing operations, summed over threads; excludes the waits of threads for
   /// their turn (equal to wall_ns on one thread).

@@ -38,13 +38,15 @@ std::string json_figures(const replay_result& r) {
       "\"backend\":{},\"capacity_bytes\":{},\"threads\":{},\"ops\":{},\"complete\":{},"
       "\"peak_requested_bytes\":{},\"peak_allocated_bytes\":{},\"peak_reserved_bytes\":{},"
       "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
-      "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},\"ns_per_op\":{},"
+      "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},"
+      "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"ns_per_op\":{},"
       "\"wall_ms\":{},\"busy_ms\":{}",
       json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
       r.peak_requested, r.peak_allocated, r.peak_reserved,
       r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors, r.skipped_frees,
-      r.zero_size_allocations, r.segment_allocs, r.segment_frees, json_number(r.ns_per_op),
-      json_number(r.wall_ns / 1e6), json_number(r.busy_ns / 1e6));
+      r.zero_size_allocations, r.segment_allocs, r.segment_frees, r.chunk_maps, r.chunk_unmaps,
+      r.device_syncs, json_number(r.ns_per_op), json_number(r.wall_ns / 1e6),
+      json_number(r.busy_ns / 1e6));
 }
 
 std::string json_min_capacity(const min_capacity_result& m) {

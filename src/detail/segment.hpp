@@ -1,0 +1,56 @@
+// Segments and their two kinds. A segment belongs to one stream state and one pool for its
+// whole life and is tiled, in address order and without gaps, by blocks (detail/block.hpp).
+//  - fixed: one device allocation (allocate_segment); `size` bytes, all of them reserved.
+//  - expandable: one address range of `range_size` bytes (reserve_address_range) whose physical
+//    chunks (the backend's vm_granularity) are mapped on demand (src/expandable.cpp). Its blocks
+//    tile the whole range: mapped blocks (free, allocated, pending) and unmapped ones (holes).
+//    `size` counts the mapped bytes, which are what it reserves.
+// Invariants (under the owner's lock): `live` is the number of allocated and pending blocks, so
+// that "the segment holds no live block" (its free bytes are then not inactive-split, and a
+// fixed segment can be released) is known in O(1) on the hot path; every boundary between
+// mapped and unmapped memory is a chunk boundary; `holes` indexes exactly the unmapped blocks
+// that are not busy, never two adjacent; a busy block is a span being mapped or unmapped, which
+// no other operation touches, and `busy` counts them (a segment with busy spans is never
+// deleted).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+#include "detail/block.hpp"
+
+namespace cachalot::detail {
+
+/// How a segment gets its memory.
+enum class segment_kind : std::uint8_t {
+  fixed,       ///< one device allocation
+  expandable,  ///< an address range with chunks mapped on demand
+};
+
+/// One segment, owned by a stream state. Aligned to a cache line: `live` is written on every
+/// allocation and free of its blocks, by threads of its own stream only.
+struct alignas(64) segment {
+  // Read and written on the hot path.
+  std::size_t live = 0;                     ///< allocated and pending blocks
+  std::size_t size = 0;                     ///< reserved bytes (fixed: all; expandable: mapped)
+  pool_kind pool = pool_kind::small;        ///< pool the segment serves
+  segment_kind kind = segment_kind::fixed;  ///< fixed or expandable
+  std::uint8_t band = 1;                    ///< free index of its free blocks (engine::band_of)
+  // Cold.
+  std::uintptr_t base = 0;        ///< base address
+  stream_state* owner = nullptr;  ///< owning stream state
+  block* first = nullptr;         ///< lowest block
+  segment* prev = nullptr;        ///< owner's segment list
+  segment* next = nullptr;        ///< owner's segment list
+  // Expandable segments only.
+  std::size_t range_size = 0;              ///< bytes of address space (fixed: == size)
+  std::size_t busy = 0;                    ///< spans being mapped or unmapped
+  std::map<std::uintptr_t, block*> holes;  ///< unmapped blocks that are not busy, by address
+
+  bool expandable() const noexcept { return kind == segment_kind::expandable; }
+  /// One past the last byte of the blocks.
+  std::uintptr_t end() const noexcept { return base + range_size; }
+};
+
+}  // namespace cachalot::detail
