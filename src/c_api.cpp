@@ -125,6 +125,8 @@ cachalot_stats full_stats(const memory_stats& s, std::size_t max_split_size) {
   out.largest_free_block = s.largest_free_block;
   out.num_use_after_free_writes = s.num_use_after_free_writes;
   out.max_split_size = max_split_size == SIZE_MAX ? UINT64_MAX : max_split_size;
+  out.num_chunk_maps = s.num_chunk_maps;
+  out.num_chunk_unmaps = s.num_chunk_unmaps;
   return out;
 }
 

@@ -205,7 +205,8 @@ void set_default_memory_fraction(int device, double fraction) {
   std::lock_guard<std::mutex> lock(g_mutex);
   slot& s = g_slots[device];
   if (allocator* a = s.instance.load(std::memory_order_acquire)) {
-    if (a->get_config().memory_fraction == fraction) return;
+    // The allocator resolved its fraction into a byte limit; the slot remembers what was set.
+    if (s.fraction_set && s.fraction == fraction) return;
     throw not_supported(detail::format("the default allocator of device {} exists already (memory "
                                     "limit {}); set its memory fraction before its first "
                                     "allocation, or use config key memory_limit",

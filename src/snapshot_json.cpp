@@ -32,6 +32,8 @@ const char* state_name(block_state s) {
       return "allocated";
     case block_state::pending:
       return "pending";
+    case block_state::unmapped:
+      return "unmapped";
     case block_state::free:
       break;
   }
@@ -39,9 +41,11 @@ const char* state_name(block_state s) {
 }
 
 void append_segment(std::string& out, const segment_info& seg) {
-  out += fmt::format(R"({{"address":{},"size":{},"stream":{},"pool":"{}","blocks":[)", seg.address,
-                     seg.size, reinterpret_cast<std::uintptr_t>(seg.stream),
-                     seg.pool == pool_kind::small ? "small" : "large");
+  out += fmt::format(
+      R"({{"address":{},"size":{},"range_size":{},"expandable":{},"stream":{},"pool":"{}",)"
+      R"("blocks":[)",
+      seg.address, seg.size, seg.range_size, seg.expandable ? "true" : "false",
+      reinterpret_cast<std::uintptr_t>(seg.stream), seg.pool == pool_kind::small ? "small" : "large");
   bool first = true;
   for (const block_info& b : seg.blocks) {
     if (!first) out += ',';

@@ -66,15 +66,15 @@ typedef struct cachalot_stats {
   uint64_t size; /**< in: the caller's sizeof(cachalot_stats); out: bytes the library wrote */
   cachalot_pool_stats requested_bytes;      /**< bytes callers asked for, live allocations */
   cachalot_pool_stats allocated_bytes;      /**< bytes handed out (rounded sizes) */
-  cachalot_pool_stats reserved_bytes;       /**< bytes held in device segments */
+  cachalot_pool_stats reserved_bytes;       /**< fixed segments plus mapped expandable chunks */
   cachalot_pool_stats active_bytes;         /**< allocated plus freed blocks awaiting events */
-  cachalot_pool_stats inactive_split_bytes; /**< free bytes inside segments that are split */
+  cachalot_pool_stats inactive_split_bytes; /**< free bytes in segments holding a live block */
   cachalot_pool_stats allocations;          /**< live allocation count */
   cachalot_pool_stats segments;             /**< segment count */
   uint64_t num_allocs;                      /**< successful allocations */
   uint64_t num_frees;                       /**< successful frees */
-  uint64_t num_segment_allocs;              /**< device segment allocations (cudaMalloc calls) */
-  uint64_t num_segment_frees;               /**< device segment frees (cudaFree calls) */
+  uint64_t num_segment_allocs;              /**< segments made (device allocations, ranges) */
+  uint64_t num_segment_frees;               /**< segments returned (device frees, ranges) */
   uint64_t num_ooms;                        /**< failed allocations for lack of memory */
   uint64_t num_alloc_retries;               /**< allocations retried after releasing the cache */
   uint64_t num_cache_flushes;               /**< releases of cached segments */
@@ -87,6 +87,8 @@ typedef struct cachalot_stats {
   uint64_t largest_free_block;              /**< the largest cached free block */
   uint64_t num_use_after_free_writes;       /**< checked mode: writes found in freed blocks */
   uint64_t max_split_size;                  /**< config max_split_size; UINT64_MAX when none */
+  uint64_t num_chunk_maps;                  /**< chunks mapped into expandable segments */
+  uint64_t num_chunk_unmaps;                /**< chunks unmapped from expandable segments */
 } cachalot_stats;
 
 /** Zeroes `*s` and sets its `size` (a header-only helper, not a library symbol). */

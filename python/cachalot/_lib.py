@@ -80,7 +80,8 @@ POOL_QUANTITIES = ("requested_bytes", "allocated_bytes", "reserved_bytes", "acti
 COUNTERS = ("num_allocs", "num_frees", "num_segment_allocs", "num_segment_frees", "num_ooms",
             "num_alloc_retries", "num_cache_flushes", "num_device_syncs", "num_oversize_allocs",
             "num_deferred_frees", "num_pending_blocks", "num_streams", "num_free_blocks",
-            "largest_free_block", "num_use_after_free_writes", "max_split_size")
+            "largest_free_block", "num_use_after_free_writes", "max_split_size",
+            "num_chunk_maps", "num_chunk_unmaps")
 
 
 class Stats(ctypes.Structure):

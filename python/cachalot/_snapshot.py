@@ -24,37 +24,56 @@ _STATES = {"allocated": "active_allocated", "pending": "active_pending_free",
            "free": "inactive"}
 
 
+def _mapped_runs(blocks):
+    """The runs of consecutive mapped blocks of a segment (holes of an expandable segment,
+    state "unmapped", separate runs and hold no memory)."""
+    run = []
+    for b in blocks:
+        if b["state"] == "unmapped":
+            if run:
+                yield run
+            run = []
+        else:
+            run.append(b)
+    if run:
+        yield run
+
+
 def segments_from_json(text):
-    """Segments in torch.cuda.memory_snapshot() layout from cachalot's JSON snapshot."""
+    """Segments in torch.cuda.memory_snapshot() layout from cachalot's JSON snapshot. An
+    expandable segment becomes one segment per run of mapped memory, with is_expandable set,
+    as PyTorch reports the mapped parts of its own expandable segments."""
     doc = json.loads(text)
     device = doc["device"]
     segments = []
     for seg in doc["segments"]:
-        blocks = []
-        allocated = active = requested = 0
-        for b in seg["blocks"]:
-            state = _STATES[b["state"]]
-            blocks.append({"address": b["address"], "size": b["size"],
-                           "requested_size": b["requested"], "state": state, "frames": []})
-            if state == "active_allocated":
-                allocated += b["size"]
-            if state != "inactive":
-                active += b["size"]
-                requested += b["requested"]
-        segments.append({
-            "device": device,
-            "address": seg["address"],
-            "total_size": seg["size"],
-            "allocated_size": allocated,
-            "active_size": active,
-            "requested_size": requested,
-            "stream": seg["stream"],
-            "segment_type": seg["pool"],
-            "segment_pool_id": (0, 0),
-            "is_expandable": False,
-            "frames": [],
-            "blocks": blocks,
-        })
+        expandable = seg.get("expandable", False)
+        for run in _mapped_runs(seg["blocks"]):
+            blocks = []
+            allocated = active = requested = 0
+            for b in run:
+                state = _STATES[b["state"]]
+                blocks.append({"address": b["address"], "size": b["size"],
+                               "requested_size": b["requested"], "state": state, "frames": []})
+                if state == "active_allocated":
+                    allocated += b["size"]
+                if state != "inactive":
+                    active += b["size"]
+                    requested += b["requested"]
+            segments.append({
+                "device": device,
+                "address": run[0]["address"],
+                "total_size": sum(b["size"] for b in run) if expandable else seg["size"],
+                "allocated_size": allocated,
+                "active_size": active,
+                "requested_size": requested,
+                "stream": seg["stream"],
+                "segment_type": seg["pool"],
+                "segment_pool_id": (0, 0),
+                "is_expandable": expandable,
+                "frames": [],
+                "blocks": blocks,
+            })
     return segments
 
 

@@ -12,7 +12,8 @@ METRICS = ("current", "peak", "allocated", "freed")
 COUNTERS = ("num_allocs", "num_frees", "num_segment_allocs", "num_segment_frees", "num_ooms",
             "num_alloc_retries", "num_cache_flushes", "num_device_syncs", "num_oversize_allocs",
             "num_deferred_frees", "num_pending_blocks", "num_streams", "num_free_blocks",
-            "largest_free_block", "num_use_after_free_writes", "max_split_size")
+            "largest_free_block", "num_use_after_free_writes", "max_split_size",
+            "num_chunk_maps", "num_chunk_unmaps")
 
 
 def expected_keys():
@@ -61,8 +62,8 @@ def check_known_sequence(d):
     assert d["num_alloc_retries"] == 0  # impossible sizes fail before any retry
     assert d["num_device_alloc"] == 2
     assert d["num_device_free"] == 0
-    assert d["max_split_size"] == -1  # none, as PyTorch reports SIZE_MAX
-    assert d["cachalot.max_split_size"] == (1 << 64) - 1
+    assert d["max_split_size"] == 32 * MiB  # cachalot's default (PyTorch's is none: -1)
+    assert d["cachalot.max_split_size"] == 32 * MiB
     assert d["cachalot.num_allocs"] == 2
     assert d["cachalot.num_frees"] == 1
     assert d["cachalot.largest_free_block"] == 17 * MiB

@@ -74,7 +74,8 @@ TEST_F(stats_abi, EveryQuantityPerPoolIsExact) {
 
 TEST_F(stats_abi, MaxSplitSizeNoneIsAllOnes) {
   cachalot_allocator* b = nullptr;
-  ASSERT_EQ(cachalot_create("backend:simulated,capacity:1GiB", &b), CACHALOT_SUCCESS);
+  ASSERT_EQ(cachalot_create("backend:simulated,capacity:1GiB,max_split_size:none", &b),
+            CACHALOT_SUCCESS);
   cachalot_stats s;
   cachalot_stats_init(&s);
   ASSERT_EQ(cachalot_get_stats(b, &s), CACHALOT_SUCCESS);

@@ -44,15 +44,20 @@ TEST(ConfigInUse, ResolvedLimitMustHoldASegment) {
                invalid_argument);
 }
 
-TEST(ConfigInUse, ExpandableSegmentsAreRefusedNotIgnored) {
+TEST(ConfigInUse, ExpandableSegmentsNeedVirtualMemoryAndAreNeverIgnored) {
+  sim_options o;
+  o.capacity = GiB;
+  o.virtual_memory = false;
   try {
-    allocator a(config::parse("backend:simulated,capacity:1GiB,expandable_segments:1"));
-    ADD_FAILURE() << "expandable_segments:1 was accepted";
+    allocator a(config::parse("backend:simulated,capacity:1GiB,expandable_segments:1"),
+                std::make_shared<simulated_device>(o));
+    ADD_FAILURE() << "expandable_segments:1 was accepted on a backend without virtual memory";
   } catch (const not_supported& e) {
     EXPECT_NE(std::string(e.what()).find("expandable_segments"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(
-      allocator(config::parse("backend:simulated,capacity:1GiB,expandable_segments:0")));
+  allocator a(config::parse("backend:simulated,capacity:1GiB,expandable_segments:1"));
+  a.deallocate(a.allocate(3 * MiB));
+  EXPECT_GT(a.stats().num_chunk_maps, 0u);
 }
 
 TEST(ConfigInUse, SmallSegmentAtMaxSplitSizeIsRefusedAtStart) {

@@ -248,10 +248,16 @@ TEST(config, RoundRequestFollowsPyTorch) {
 }
 
 TEST(config, NewKeysParseAndValidate) {
-  const config c = config::parse("reserve:4GiB,max_cached:1GiB,expandable_segments:1");
+  const config c = config::parse("reserve:4GiB,max_cached:1GiB");
   EXPECT_EQ(c.reserve, 4 * GiB);
   EXPECT_EQ(c.max_cached, GiB);
-  EXPECT_TRUE(c.expandable_segments);
+  EXPECT_TRUE(config::parse("expandable_segments:1").expandable_segments);
+  // The reserve is carved into fixed segments, max_cached caps idle fixed segments: neither
+  // combines with expandable segments, and saying both is an error, not a silent no-op.
+  EXPECT_NE(error_of("reserve:1GiB,expandable_segments:1").find("cannot be combined"),
+            std::string::npos);
+  EXPECT_NE(error_of("max_cached:1GiB,expandable_segments:1").find("cannot be combined"),
+            std::string::npos);
   EXPECT_EQ(config::parse("max_cached:none").max_cached, SIZE_MAX);
   EXPECT_EQ(config{}.max_cached, SIZE_MAX);
   EXPECT_EQ(config{}.reserve, 0u);
@@ -337,9 +343,11 @@ TEST(config, RoundTripsThroughToString) {
       "backend:cuda,device:2,capacity:16GiB,host_backing:1,granularity:1KiB,small_size:512KiB,"
       "small_segment:4MiB,large_segment:32MiB,mid_size:16MiB,segment_rounding:4MiB,"
       "small_split_min:1KiB,large_split_min:2MiB,max_split_size:256MiB,memory_fraction:0.3,"
-      "gc_threshold:0.75,roundup_power2_divisions:[64:2,>:4],expandable_segments:1,"
+      "gc_threshold:0.75,roundup_power2_divisions:[64:2,>:4],expandable_segments:0,"
       "reserve:2GiB,max_cached:1GiB,debug:1,caching:1,trace_file:/tmp/a:b-%d.csv");
   EXPECT_EQ(config::parse(every.to_string()), every) << every.to_string();
+  const config expandable = config::parse("expandable_segments:1,max_split_size:none");
+  EXPECT_EQ(config::parse(expandable.to_string()), expandable) << expandable.to_string();
   EXPECT_EQ(config::parse(config{}.to_string()), config{});
 }
 
