@@ -20,16 +20,32 @@ std::size_t engine::segment_size_for(pool_kind pool, std::size_t rounded) const 
   return (rounded + r - 1) / r * r;
 }
 
-void* engine::grow(std::size_t bytes, stream_t stream) {
-  if (!gstats_.reserve_room(bytes, memory_limit_)) return nullptr;
+void* engine::grow(std::size_t bytes, stream_t stream, pool_record& pool, bool in_capture,
+                   refusal* why) {
+  if (const refusal r = reserve_room(pool, bytes); r != refusal::none) {
+    *why = r;
+    return nullptr;
+  }
   void* base = nullptr;
   try {
-    base = backend_->allocate_segment(bytes, stream);
+    // A capture of `stream` itself (a graph pool growing, PyTorch's way) allows the allocation
+    // in relaxed mode; another thread's capture is kept valid by this thread's own mode.
+    capture_tracker::section fence(captures_);
+    if (in_capture || fence.underway()) {
+      capture_mode_scope mode(*backend_,
+                              in_capture ? capture_mode::relaxed : capture_mode::this_thread);
+      base = backend_->allocate_segment(bytes, stream);
+    } else {
+      base = backend_->allocate_segment(bytes, stream);
+    }
   } catch (...) {
-    gstats_.release_room(bytes);
+    release_room(pool, bytes);
     throw;
   }
-  if (base == nullptr) gstats_.release_room(bytes);
+  if (base == nullptr) {
+    release_room(pool, bytes);
+    *why = refusal::device;
+  }
   return base;
 }
 
@@ -69,6 +85,7 @@ block* engine::take_all_locked(stream_state& ss, pool_kind pool, std::size_t rou
 block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, bool over_ceiling) {
   const stream_t stream = ss.stream;
+  pool_record& mp = *ss.pool;
   // 0. A block fits but its stats crossed this stream's ceiling: redo with every stream locked.
   if (over_ceiling) {
     if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
@@ -78,14 +95,13 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   if (seg_size > device_total_ || (memory_limit_ != 0 && seg_size > memory_limit_)) {
     fail_oom(requested, stream, "the request can never fit on this device or under the limit");
   }
-  if (backend_->is_capturing(stream)) {
-    if (tracer_) tracer_->on_allocate_failure(requested, stream);
-    CACHALOT_FAIL(not_supported,
-                  "cannot allocate {} on stream {}: it is being captured into a CUDA graph and "
-                  "the cache holds no free block that fits; allocate before capture (warm-up) "
-                  "so that the capture is served from the cache",
-                  format_bytes(requested), fmt::ptr(stream));
+  if (mp.options.limit != 0 && seg_size > mp.options.limit) {
+    fail_oom(requested, stream, "the request can never fit under the pool's limit", &mp);
   }
+  if (draining_.load(std::memory_order_acquire) != 0) drain_released();
+  // During a capture of this stream: grow its graph pool (docs/cuda.md), nothing else.
+  if (backend_->is_capturing(stream))
+    return grow_in_capture(ss, pool, rounded, requested, seg_size);
   // 1. Blocks whose events have completed may fit.
   if (pending_count_.load(std::memory_order_acquire) != 0) {
     poll_pending(false);  // in pass-through mode this also returns their segments
@@ -97,28 +113,24 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // (largest first, only as many as needed), so that reserved memory stays close to what is in
   // use.
   if (gc_bytes_ != 0 && gstats_.committed() + seg_size > gc_bytes_) {
-    release_cached(gc_bytes_ > seg_size ? gc_bytes_ - seg_size : 0, true);
+    gc_release(mp, gc_bytes_ > seg_size ? gc_bytes_ - seg_size : 0);
   }
-  if (void* base = grow(seg_size, stream)) {
+  refusal why = refusal::none;
+  if (void* base = grow(seg_size, stream, mp, false, &why)) {
     return add_segment(ss, pool, base, seg_size, rounded, requested);
   }
-  // 3. Complete pending events, release every cached segment, retry.
-  gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
-  poll_pending(true);
-  release_cached(0, false);
-  if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
-  if (void* base = grow(seg_size, stream)) {
-    return add_segment(ss, pool, base, seg_size, rounded, requested);
-  }
-  fail_oom(requested, stream, "the device cannot supply a new segment");
+  // 3. Complete pending events, release cached segments in priority order (pool.cpp), retry.
+  return grow_under_pressure(ss, pool, rounded, requested, seg_size, why);
 }
 
 void engine::fail_impossible(std::size_t bytes, stream_t stream) {
   fail_oom(bytes, stream, "the size is beyond any device");
 }
 
-void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
+void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why,
+                      const pool_record* pool) {
   gstats_.num_ooms.fetch_add(1, std::memory_order_relaxed);
+  if (pool != nullptr) pool->num_ooms.fetch_add(1, std::memory_order_relaxed);
   if (tracer_) tracer_->on_allocate_failure(bytes, stream);
   const memory_stats s = stats();
   oom_info info;
@@ -127,22 +139,34 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
   info.allocated_bytes = s.allocated_bytes.all.current;
   info.largest_free_block = s.largest_free_block;
   info.memory_limit = memory_limit_;
+  info.device_total = device_total_;
   try {
-    const device_memory_info mi = backend_->memory_info();
-    info.device_total = mi.total;
-    info.device_free = mi.free;
+    if (!capture_underway()) {  // cudaMemGetInfo is no call to make during a capture
+      const device_memory_info mi = backend_->memory_info();
+      info.device_total = mi.total;
+      info.device_free = mi.free;
+    }
   } catch (...) {
-    info.device_total = device_total_;
   }
   std::string limit =
       memory_limit_ != 0 ? fmt::format(", memory limit {}", format_bytes(memory_limit_)) : "";
+  std::string in_pool;
+  if (pool != nullptr && pool->id != default_pool) {
+    info.pool = pool->id;
+    info.pool_limit = pool->options.limit;
+    info.pool_reserved = pool->committed.load(std::memory_order_relaxed);
+    in_pool =
+        fmt::format(" in pool '{}' (id {}, limit {}, {} reserved)", pool->options.name, pool->id,
+                    pool->options.limit == 0 ? "none" : format_bytes(pool->options.limit),
+                    format_bytes(info.pool_reserved));
+  }
   std::string msg = fmt::format(
-      "cachalot: out of memory: tried to allocate {} on device {} (stream {}): {}. Device "
+      "cachalot: out of memory: tried to allocate {}{} on device {} (stream {}): {}. Device "
       "capacity {}, {} free{}; this allocator has {} reserved, {} allocated, {} reserved but "
       "unallocated, largest free block {}. Hint: if reserved but unallocated memory is large, "
       "fragmentation is the cause: set max_split_size, free cached memory with empty_cache(), or "
       "raise the memory limit.",
-      format_bytes(bytes), backend_->device(), fmt::ptr(stream), why,
+      format_bytes(bytes), in_pool, backend_->device(), fmt::ptr(stream), why,
       format_bytes(info.device_total), format_bytes(info.device_free), limit,
       format_bytes(info.reserved_bytes), format_bytes(info.allocated_bytes),
       format_bytes(info.reserved_bytes - info.allocated_bytes),
@@ -237,16 +261,25 @@ void engine::defer_free(block* b, std::vector<stream_t> used_on,
                         const std::vector<stream_t>& streams) {
   stream_state& ss = *b->owner;
   std::vector<event_t> events;
+  std::vector<stream_t> unrecorded;
   try {
-    for (stream_t s : streams) {
-      if (backend_->is_capturing(s)) {
-        CACHALOT_FAIL(not_supported,
-                      "cannot free {:#x}: it was used on stream {}, which is being captured into a "
-                      "CUDA graph; free it after the capture ends",
-                      b->addr, fmt::ptr(s));
+    // While a capture may be under way, an event recorded on a capturing stream would join the
+    // capture (and could never be queried): record them once every capture ended.
+    capture_tracker::section fence(captures_);
+    bool later = fence.underway();
+    for (std::size_t i = 0; i < streams.size() && !later; ++i) {
+      if (backend_->is_capturing(streams[i])) {
+        captures_.observe(backend_, streams[i]);
+        later = true;
       }
-      events.push_back(acquire_event());
-      backend_->record_event(events.back(), s);
+    }
+    if (later) {
+      unrecorded = streams;
+    } else {
+      for (stream_t s : streams) {
+        events.push_back(acquire_event());
+        backend_->record_event(events.back(), s);
+      }
     }
   } catch (...) {
     for (event_t e : events) recycle_event(e);
@@ -273,7 +306,7 @@ void engine::defer_free(block* b, std::vector<stream_t> used_on,
     ++ss.stats.num_pending;
   }
   std::lock_guard<std::mutex> lock(pending_mutex_);
-  pending_.push_back(pending_free{b, std::move(events)});
+  pending_.push_back(pending_free{b, std::move(events), std::move(unrecorded)});
   pending_count_.fetch_add(1, std::memory_order_release);
 }
 
@@ -286,8 +319,23 @@ void engine::poll_pending(bool wait) {
   std::exception_ptr error;
   bool synced = false;
   {
+    capture_tracker::section fence(captures_);
+    if (fence.underway()) return;  // no event call while a capture may be under way
     std::lock_guard<std::mutex> lock(pending_mutex_);
     try {
+      for (pending_free& p : pending_) {  // frees made during a capture: record their events now
+        while (!p.unrecorded.empty()) {
+          event_t e = acquire_event();
+          try {
+            backend_->record_event(e, p.unrecorded.back());
+          } catch (...) {
+            recycle_event(e);
+            throw;
+          }
+          p.events.push_back(e);
+          p.unrecorded.pop_back();
+        }
+      }
       for (std::size_t i = 0; i < pending_.size();) {
         std::vector<event_t>& events = pending_[i].events;
         for (std::size_t j = 0; j < events.size();) {
@@ -368,6 +416,11 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
   // critical section that unlinks the segment, before the device takes it back: stats and
   // snapshot always agree, and no stats() ever counts memory the device may already have
   // handed to another segment. (Room under the memory limit is returned only afterwards.)
+  // A graph pool keeps its segments until released; no segment is freed while a capture may
+  // be under way (cudaFree synchronizes, which a capture forbids): it stays cached until then.
+  if (ss.pool->pinned()) return false;
+  capture_tracker::section fence(captures_);
+  if (fence.underway()) return false;
   stats_delta d;  // decreases only (inactive-split bytes are unchanged)
   d.d[q_reserved] = -static_cast<std::int64_t>(seg->size);
   d.d[q_segments] = -1;
@@ -397,7 +450,7 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     std::lock_guard<spinlock> lock(ss.lock);
     ss.nodes.release(b);
   }
-  gstats_.release_room(seg->size);
+  release_room(*ss.pool, seg->size);
   delete seg;
   return true;
 }
@@ -443,12 +496,14 @@ std::size_t engine::release_cached(std::size_t target_reserved, bool largest_fir
 void engine::empty_cache() {
   poll_pending(true);
   release_cached(0, false);
+  if (draining_.load(std::memory_order_acquire) != 0) drain_released();
 }
 
 std::size_t engine::trim(std::size_t target_reserved_bytes) {
   process_events();
-  if (gstats_.committed() <= target_reserved_bytes) return 0;
-  return release_cached(target_reserved_bytes, true);
+  const std::size_t drained = draining_.load(std::memory_order_acquire) != 0 ? drain_released() : 0;
+  if (gstats_.committed() <= target_reserved_bytes) return drained;
+  return drained + release_cached(target_reserved_bytes, true);
 }
 
 // --- pass-through mode -----------------------------------------------------------------------

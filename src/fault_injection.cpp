@@ -147,6 +147,9 @@ device_memory_info faulty_backend::memory_info() {
 bool faulty_backend::is_capturing(stream_t stream) {
   return inner_->is_capturing(stream);
 }
+capture_mode faulty_backend::exchange_capture_mode(capture_mode mode) {
+  return inner_->exchange_capture_mode(mode);
+}
 std::size_t faulty_backend::segment_alignment() const {
   return inner_->segment_alignment();
 }

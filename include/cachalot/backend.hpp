@@ -8,6 +8,9 @@
 //  - allocate_segment returns nullptr when the device is out of memory and throws
 //    backend_error for any other failure; other methods throw backend_error on failure;
 //  - the engine never calls a backend on its cache-hit path.
+// CUDA graph capture: a backend call made while some stream captures can be illegal (and then
+// invalidates the capture); docs/cuda.md "What a capture permits" lists which. The engine may
+// widen what is legal on the calling thread with exchange_capture_mode (capture_mode_scope).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +24,22 @@ namespace cachalot {
 struct device_memory_info {
   std::size_t total = 0;  ///< device capacity in bytes
   std::size_t free = 0;   ///< bytes the device can still hand out
+};
+
+/// How the calling thread's driver calls interact with CUDA graph captures in progress (CUDA's
+/// stream capture interaction mode, cuThreadExchangeStreamCaptureMode). A "potentially unsafe"
+/// call (cudaMalloc, an event query, ...) made while it is prohibited fails and invalidates the
+/// capture it conflicts with; calls that necessarily conflict with a capture (a synchronization
+/// of a capturing stream, a query of an event recorded in a capture) fail in every mode.
+enum class capture_mode : int {
+  /// CUDA's default: prohibited while this thread captures (unless in relaxed mode) or while any
+  /// other thread captures in global mode.
+  global = 0,
+  /// Prohibited only while this thread itself captures (unless in relaxed mode); captures of
+  /// other threads are ignored.
+  this_thread = 1,
+  /// Never prohibited.
+  relaxed = 2,
 };
 
 /// Abstract device: segments, events and capacity. See the file comment for the contract.
@@ -63,6 +82,14 @@ class device_backend {
   /// allocate_segment, free_segment, query_event or a synchronization for it.
   virtual bool is_capturing(stream_t stream) { return (void)stream, false; }
 
+  /// Sets the calling thread's capture interaction mode and returns the previous one, so that
+  /// the caller can restore it (see capture_mode_scope). Backends without graph capture: no
+  /// effect, returns capture_mode::global. Never called on the hot path.
+  /// @throws backend_error when the driver refuses
+  virtual capture_mode exchange_capture_mode(capture_mode mode) {
+    return (void)mode, capture_mode::global;
+  }
+
   /// Alignment every segment base is guaranteed to have.
   virtual std::size_t segment_alignment() const { return 256; }
 
@@ -85,6 +112,28 @@ class device_backend {
   virtual bool map_chunk(void* addr, std::size_t bytes);
   /// Unmaps and frees the physical memory mapped at [addr, addr + bytes).
   virtual void unmap_chunk(void* addr, std::size_t bytes);
+};
+
+/// Sets the calling thread's capture interaction mode for a scope and restores the previous
+/// mode at its end (device_backend::exchange_capture_mode). Not copyable.
+class capture_mode_scope {
+ public:
+  /// @throws backend_error when the mode cannot be set
+  capture_mode_scope(device_backend& backend, capture_mode mode)
+      : backend_(backend), previous_(backend.exchange_capture_mode(mode)) {}
+  /// Restores the previous mode; never throws.
+  ~capture_mode_scope() {
+    try {
+      (void)backend_.exchange_capture_mode(previous_);
+    } catch (...) {  // the driver is going away: nothing left to restore
+    }
+  }
+  capture_mode_scope(const capture_mode_scope&) = delete;
+  capture_mode_scope& operator=(const capture_mode_scope&) = delete;
+
+ private:
+  device_backend& backend_;
+  capture_mode previous_;
 };
 
 }  // namespace cachalot

@@ -74,11 +74,12 @@ struct block_info {
 
 /// One segment of a snapshot, with its blocks in address order.
 struct segment_info {
-  std::uintptr_t address = 0;         ///< base address
-  std::size_t size = 0;               ///< segment size
-  stream_t stream = nullptr;          ///< stream the segment belongs to
-  pool_kind pool = pool_kind::small;  ///< pool
-  std::vector<block_info> blocks;     ///< blocks in address order, covering the segment
+  std::uintptr_t address = 0;          ///< base address
+  std::size_t size = 0;                ///< segment size
+  stream_t stream = nullptr;           ///< stream the segment belongs to
+  pool_kind pool = pool_kind::small;   ///< size class (small or large pool)
+  std::vector<block_info> blocks;      ///< blocks in address order, covering the segment
+  pool_id memory_pool = default_pool;  ///< the memory pool (cachalot/pool.hpp) that owns it
 };
 
 /// Every segment and block of an allocator at one instant.

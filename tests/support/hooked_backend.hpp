@@ -44,6 +44,9 @@ class hooked_backend final : public device_backend {
   void synchronize_device() override { inner_->synchronize_device(); }
   device_memory_info memory_info() override { return inner_->memory_info(); }
   bool is_capturing(stream_t stream) override { return inner_->is_capturing(stream); }
+  capture_mode exchange_capture_mode(capture_mode mode) override {
+    return inner_->exchange_capture_mode(mode);
+  }
   std::size_t segment_alignment() const override { return inner_->segment_alignment(); }
   bool host_accessible() const override { return inner_->host_accessible(); }
   bool supports_virtual_memory() const override { return inner_->supports_virtual_memory(); }

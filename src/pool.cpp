@@ -1,0 +1,496 @@
+// Memory pools of the engine (cachalot/pool.hpp, detail/pool.hpp): creation and lifetime,
+// routes from streams to pools, the budget (pool limits and guarantees against the
+// allocator's limit), growth during a capture, the reclaim order under pressure, and retiring
+// released pools.
+//
+// Reclaim order for a request of pool P (priority p) that got no segment: cached segments of
+// released pools and of pools below p (lowest first, largest segment first), then those of
+// priority p (P's own included); then the reclaim callbacks of pools below p, lowest first,
+// each followed by the release of what it freed; then the cached segments of pools above p,
+// only as far as they stay at or above their guarantee. A graph pool's segments are never
+// released before the pool is. A request over P's own limit releases only P's cache.
+#include <algorithm>
+#include <unordered_set>
+
+#include "cachalot/config.hpp"
+#include "detail/checks.hpp"
+#include "detail/engine.hpp"
+
+namespace cachalot::detail {
+
+namespace {
+const char* type_name(pool_type t) {
+  return t == pool_type::graph ? "graph" : "tenant";
+}
+
+// Stages of the reclaim order, as predicates on (candidate, requester).
+bool below(const pool_record& q, const pool_record& r) {
+  return q.released.load(std::memory_order_acquire) || q.priority() < r.priority();
+}
+bool level(const pool_record& q, const pool_record& r) {
+  return !q.released.load(std::memory_order_acquire) && q.priority() == r.priority();
+}
+bool above(const pool_record& q, const pool_record& r) {
+  return !q.released.load(std::memory_order_acquire) && q.priority() > r.priority();
+}
+bool reclaimer_below(const pool_record& q, const pool_record& r) {
+  return !q.released.load(std::memory_order_acquire) && q.priority() < r.priority() &&
+         static_cast<bool>(q.options.reclaim);
+}
+bool released_only(const pool_record& q, const pool_record&) {
+  return q.released.load(std::memory_order_acquire);
+}
+}  // namespace
+
+// --- lifetime and routes ---------------------------------------------------------------------
+
+pool_record& engine::pool_by_id(pool_id pool) const {
+  CACHALOT_EXPECTS(pool < pools_.size(), invalid_argument, "no pool with id {} in this allocator",
+                   pool);
+  return *pools_[pool];
+}
+
+void engine::new_route_key() noexcept {
+  route_key_.store(unique_key(), std::memory_order_relaxed);
+}
+
+void engine::remember(stream_cache& c, std::uint64_t key, stream_t stream, stream_state* state,
+                      pool_id pool) noexcept {
+  c.entries[c.next] = stream_cache::entry{key, stream, state, pool};
+  c.next = (c.next + 1) % static_cast<unsigned>(c.entries.size());
+}
+
+pool_id engine::create_pool(const pool_options& options) {
+  CACHALOT_EXPECTS(options.limit == 0 || options.guarantee <= options.limit, invalid_argument,
+                   "create_pool: the guarantee {} exceeds the pool's limit {}",
+                   format_bytes(options.guarantee), format_bytes(options.limit));
+  const std::size_t budget = memory_limit_ != 0 ? memory_limit_ : device_total_;
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);  // pools_ changes under both locks
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  std::lock_guard<std::mutex> budget_lock(budget_mutex_);
+  std::size_t guaranteed = options.guarantee;
+  for (const pool_record* q : guaranteed_) guaranteed += q->options.guarantee;
+  CACHALOT_EXPECTS(guaranteed <= budget, invalid_argument,
+                   "create_pool: guarantees would total {}, more than the {} this allocator may "
+                   "reserve",
+                   format_bytes(guaranteed), format_bytes(budget));
+  const pool_id id = pools_.size();
+  pool_options named = options;
+  if (named.name.empty()) named.name = fmt::format("pool {}", id);
+  pools_.push_back(std::make_unique<pool_record>(id, named));
+  if (options.guarantee != 0) guaranteed_.push_back(pools_.back().get());
+  return id;
+}
+
+void engine::retain_pool(pool_id pool) {
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  pool_record& p = pool_by_id(pool);
+  CACHALOT_EXPECTS(!p.released.load(std::memory_order_relaxed), invalid_argument,
+                   "retain_pool: pool {} ('{}') was released", pool, p.options.name);
+  ++p.references;
+}
+
+void engine::release_pool(pool_id pool) {
+  std::size_t declared = 0;  // routes that announced a capture
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    CACHALOT_EXPECTS(pool != default_pool, invalid_argument,
+                     "release_pool: the default pool cannot be released");
+    pool_record& p = pool_by_id(pool);
+    CACHALOT_EXPECTS(!p.released.load(std::memory_order_relaxed), invalid_argument,
+                     "release_pool: pool {} ('{}') was released already", pool, p.options.name);
+    if (--p.references != 0) return;
+    for (auto it = routes_.begin(); it != routes_.end();) {
+      if (it->pool != &p) {
+        ++it;
+        continue;
+      }
+      if (p.declares_capture()) ++declared;
+      if (it->filter) --filter_routes_;
+      it = routes_.erase(it);
+    }
+    p.routes = 0;
+    {
+      std::lock_guard<std::mutex> budget_lock(budget_mutex_);  // its guarantee ends
+      guaranteed_.erase(std::remove(guaranteed_.begin(), guaranteed_.end(), &p), guaranteed_.end());
+    }
+    p.released.store(true, std::memory_order_release);
+    draining_.fetch_add(1, std::memory_order_acq_rel);
+    new_route_key();
+  }
+  for (std::size_t i = 0; i < declared; ++i) captures_.undeclare();
+  drain_released();
+}
+
+void engine::begin_allocate_to_pool(pool_id pool, stream_t stream, stream_filter filter) {
+  bool declares = false;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    const pool_record& p = pool_by_id(pool);
+    CACHALOT_EXPECTS(!p.released.load(std::memory_order_relaxed), invalid_argument,
+                     "begin_allocate_to_pool: pool {} ('{}') was released", pool, p.options.name);
+    declares = p.declares_capture();
+  }
+  // With no engine lock held: waits until no capture-unsafe call is in flight anywhere.
+  if (declares) captures_.declare();
+  try {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    pool_record& p = pool_by_id(pool);
+    CACHALOT_EXPECTS(!p.released.load(std::memory_order_relaxed), invalid_argument,
+                     "begin_allocate_to_pool: pool {} ('{}') was released", pool, p.options.name);
+    if (filter) ++filter_routes_;
+    routes_.push_back(pool_route{&p, stream, std::move(filter)});
+    ++p.routes;
+    new_route_key();
+  } catch (...) {
+    if (declares) captures_.undeclare();
+    throw;
+  }
+}
+
+void engine::end_allocate_to_pool(pool_id pool) {
+  bool declares = false;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    pool_record& p = pool_by_id(pool);
+    auto it = std::find_if(routes_.rbegin(), routes_.rend(),
+                           [&p](const pool_route& r) { return r.pool == &p; });
+    CACHALOT_EXPECTS(it != routes_.rend(), invalid_argument,
+                     "end_allocate_to_pool: pool {} ('{}') has no active route", pool,
+                     p.options.name);
+    if (it->filter) --filter_routes_;
+    routes_.erase(std::next(it).base());
+    --p.routes;
+    declares = p.declares_capture();
+    new_route_key();
+  }
+  if (declares) captures_.undeclare();
+}
+
+void engine::end_all_routes() noexcept {
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  for (const pool_route& r : routes_) {
+    if (r.pool->declares_capture()) captures_.undeclare();
+  }
+  routes_.clear();
+  filter_routes_ = 0;
+}
+
+// --- stream states ---------------------------------------------------------------------------
+
+stream_state& engine::state_of(pool_record& pool, stream_t stream) {
+  auto& slot = registry_[state_key{&pool, stream}];
+  if (!slot) {
+    // A state of this stream left by a retired pool is reused: it is empty, its counters 0.
+    const auto parked = std::find_if(parked_.begin(), parked_.end(),
+                                     [stream](const auto& ss) { return ss->stream == stream; });
+    if (parked != parked_.end()) {
+      slot = std::move(*parked);
+      parked_.erase(parked);
+      std::lock_guard<spinlock> state_lock(slot->lock);
+      slot->pool = &pool;
+      slot->peaks = &pool.peaks;
+    } else {
+      slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks);
+    }
+    state_list_.push_back(slot.get());
+  }
+  return *slot;
+}
+
+stream_state& engine::state_in_slow(pool_id pool, stream_t stream) {
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  pool_record& p = pool_by_id(pool);
+  CACHALOT_EXPECTS(!p.released.load(std::memory_order_relaxed), invalid_argument,
+                   "allocate: pool {} ('{}') was released", pool, p.options.name);
+  stream_state& ss = state_of(p, stream);
+  const std::uint64_t key = route_key_.load(std::memory_order_relaxed);
+  lock.unlock();
+  remember(t_pool_stream_cache, key, stream, &ss, pool);
+  return ss;
+}
+
+// --- queries ---------------------------------------------------------------------------------
+
+pool_id engine::pool_of(const void* ptr) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  block* b = ptr == nullptr ? nullptr : map_.find(addr);
+  if (b != nullptr) {
+    std::lock_guard<spinlock> lock(b->owner->lock);
+    if (b->addr == addr && b->state == block_state::allocated && !b->freeing) {
+      return b->owner->pool->id;
+    }
+  }
+  CACHALOT_FAIL(invalid_pointer, "pool_of: {}", describe(addr));
+}
+
+memory_stats engine::stats(pool_id pool) const {
+  const pool_record* p = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    p = &pool_by_id(pool);
+  }
+  return stats_of(p);  // records are never deleted
+}
+
+std::vector<pool_info> engine::pools() const {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  std::vector<pool_info> out;
+  for (const auto& p : pools_) {
+    pool_info i;
+    i.id = p->id;
+    i.name = p->options.name;
+    i.type = p->options.type;
+    i.priority = p->options.priority;
+    i.limit = p->options.limit;
+    i.guarantee = p->options.guarantee;
+    i.references = p->released.load(std::memory_order_relaxed) ? 0 : p->references;
+    i.released = p->released.load(std::memory_order_relaxed);
+    i.routes = p->routes;
+    i.reserved_bytes = p->committed.load(std::memory_order_relaxed);
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+// --- budget ----------------------------------------------------------------------------------
+
+engine::refusal engine::reserve_room(pool_record& pool, std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(budget_mutex_);
+  const std::size_t mine = pool.committed.load(std::memory_order_relaxed);
+  if (pool.options.limit != 0 && mine + bytes > pool.options.limit) return refusal::pool_limit;
+  const std::size_t total =
+      memory_limit_ != 0 ? memory_limit_ : (guaranteed_.empty() ? 0 : device_total_);
+  if (total != 0) {
+    std::size_t held = 0;  // guaranteed bytes that other pools have not reserved yet
+    for (const pool_record* q : guaranteed_) {
+      const std::size_t c = q->committed.load(std::memory_order_relaxed);
+      if (q != &pool && q->options.guarantee > c) held += q->options.guarantee - c;
+    }
+    if (gstats_.committed() + bytes + held > total) return refusal::budget;
+  }
+  pool.committed.fetch_add(bytes, std::memory_order_relaxed);
+  gstats_.reserve_room(bytes, 0);  // no limit: always succeeds
+  return refusal::none;
+}
+
+void engine::release_room(pool_record& pool, std::size_t bytes) noexcept {
+  pool.committed.fetch_sub(bytes, std::memory_order_relaxed);
+  gstats_.release_room(bytes);
+}
+
+// --- growth during a capture and under pressure ----------------------------------------------
+
+block* engine::grow_in_capture(stream_state& ss, pool_kind pool, std::size_t rounded,
+                               std::size_t requested, std::size_t seg_size) {
+  const stream_t stream = ss.stream;
+  captures_.observe(backend_, stream);
+  pool_record& p = *ss.pool;
+  if (p.options.type != pool_type::graph) {
+    if (tracer_) tracer_->on_allocate_failure(requested, stream);
+    CACHALOT_FAIL(not_supported,
+                  "cannot allocate {} on stream {}: it is being captured into a CUDA graph, its "
+                  "allocations go to pool '{}', which is not a graph pool, and the cache holds no "
+                  "free block that fits; route the capturing stream to a graph pool "
+                  "(begin_allocate_to_pool) so that the capture can grow it, or allocate before "
+                  "capture (warm-up)",
+                  format_bytes(requested), fmt::ptr(stream), p.options.name);
+  }
+  // A segment allocated during the capture stays in the graph pool until the pool is released,
+  // so replays never find it freed. Nothing can be released while the capture lasts.
+  refusal why = refusal::none;
+  if (void* base = grow(seg_size, stream, p, true, &why)) {
+    return add_segment(ss, pool, base, seg_size, rounded, requested);
+  }
+  fail_oom(requested, stream,
+           why == refusal::pool_limit
+               ? "the pool's limit is reached, and nothing can be released during a CUDA graph "
+                 "capture"
+               : "the device cannot supply a new segment, and no cached memory can be released "
+                 "during a CUDA graph capture",
+           &p);
+}
+
+block* engine::grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
+                                   std::size_t requested, std::size_t seg_size, refusal why) {
+  const stream_t stream = ss.stream;
+  pool_record& p = *ss.pool;
+  gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
+  p.num_retries.fetch_add(1, std::memory_order_relaxed);
+  const auto attempt = [&]() -> block* {
+    if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+    if (void* base = grow(seg_size, stream, p, false, &why)) {
+      return add_segment(ss, pool, base, seg_size, rounded, requested);
+    }
+    return nullptr;
+  };
+  poll_pending(true);  // (does nothing while a capture may be under way)
+  if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+  if (why == refusal::pool_limit) {  // only the pool's own cache can help: others stay as they are
+    release_free_segments({&p}, false, 0);
+    if (block* b = attempt()) return b;
+    fail_oom(requested, stream, "the pool's limit is reached", &p);
+  }
+  bool tried = false;  // an attempt after the last release
+  if (!capture_underway()) {
+    for (auto stage : {below, level}) {
+      if (release_free_segments(pools_where(stage, p), false, 0) == 0) continue;
+      if (block* b = attempt()) return b;
+      tried = true;
+    }
+    for (pool_record* q : pools_where(reclaimer_below, p)) {
+      try {
+        (void)q->options.reclaim(seg_size);
+      } catch (...) {  // a failing callback freed what it freed
+      }
+      poll_pending(true);
+      if (release_free_segments({q}, false, 0) == 0) continue;
+      if (block* b = attempt()) return b;
+      tried = true;
+    }
+    if (release_free_segments(pools_where(above, p), true, 0) != 0) {
+      if (block* b = attempt()) return b;
+      tried = true;
+    }
+  }
+  if (!tried) {  // nothing released here; another thread may have released meanwhile
+    if (block* b = attempt()) return b;
+  }
+  fail_oom(requested, stream,
+           why == refusal::budget ? "the memory limit (and the other pools' guarantees) leave no "
+                                    "room for a new segment"
+           : capture_underway()
+               ? "the device cannot supply a new segment, and no cached memory can be released "
+                 "while a CUDA graph capture may be under way"
+               : "the device cannot supply a new segment",
+           &p);
+}
+
+std::vector<pool_record*> engine::pools_where(bool (*pick)(const pool_record&, const pool_record&),
+                                              const pool_record& requester) const {
+  std::vector<pool_record*> out;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    for (const auto& q : pools_) {
+      if (!q->retired && !q->pinned() && pick(*q, requester)) out.push_back(q.get());
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const pool_record* a, const pool_record* b) {
+    const bool ra = a->released.load(std::memory_order_relaxed);
+    const bool rb = b->released.load(std::memory_order_relaxed);
+    return ra != rb ? ra : a->priority() < b->priority();
+  });
+  return out;
+}
+
+std::size_t engine::release_free_segments(const std::vector<pool_record*>& from,
+                                          bool above_guarantee, std::size_t target) {
+  if (from.empty()) return 0;
+  std::lock_guard<std::mutex> release_lock(release_mutex_);
+  struct candidate {
+    stream_state* ss;
+    segment* seg;
+    std::size_t size;
+    std::size_t rank;  // position of its pool in `from`
+  };
+  std::vector<candidate> candidates;
+  for (stream_state* ss : states()) {
+    const auto at = std::find(from.begin(), from.end(), ss->pool);
+    if (at == from.end()) continue;
+    std::lock_guard<spinlock> lock(ss->lock);
+    for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
+      if (seg->first->state == block_state::free && seg->first->whole()) {
+        candidates.push_back(
+            candidate{ss, seg, seg->size, static_cast<std::size_t>(at - from.begin())});
+      }
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const candidate& a, const candidate& b) {
+                     return a.rank != b.rank ? a.rank < b.rank : a.size > b.size;
+                   });
+  std::size_t released = 0;
+  for (const candidate& c : candidates) {
+    if (target != 0 && gstats_.committed() <= target) break;
+    pool_record& q = *c.ss->pool;
+    if (above_guarantee &&
+        q.committed.load(std::memory_order_relaxed) < q.options.guarantee + c.size) {
+      continue;
+    }
+    if (release_segment(*c.ss, c.seg)) released += c.size;
+  }
+  if (released != 0) gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
+  return released;
+}
+
+void engine::gc_release(const pool_record& requester, std::size_t target) {
+  // Near the limit: cached segments of released and lower-priority pools, then of the
+  // requester's priority, largest first within each pool, only as many as needed.
+  std::vector<pool_record*> from = pools_where(below, requester);
+  for (pool_record* q : pools_where(level, requester)) from.push_back(q);
+  release_free_segments(from, false, target);
+}
+
+// --- released pools --------------------------------------------------------------------------
+
+std::size_t engine::drain_released() {
+  const std::vector<pool_record*> dead = pools_where(released_only, *pools_[0]);
+  if (dead.empty()) return 0;
+  const std::size_t released = release_free_segments(dead, false, 0);
+  for (pool_record* p : dead) retire_if_empty(*p);
+  return released;
+}
+
+void engine::retire_if_empty(pool_record& pool) {
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  if (pool.retired) return;
+  std::vector<stream_state*> mine;
+  for (const auto& [key, ss] : registry_) {
+    if (key.pool != &pool) continue;
+    std::lock_guard<spinlock> state_lock(ss->lock);
+    if (ss->segments != nullptr) return;  // blocks still live or cached there
+    mine.push_back(ss.get());
+  }
+  // Empty: its states leave it, their cumulative counters kept by the pool record.
+  for (stream_state* ss : mine) {
+    {
+      std::lock_guard<spinlock> state_lock(ss->lock);
+      pool.retired_totals.absorb(ss->stats);
+      ss->stats = stream_stats{};
+    }
+    auto node = registry_.extract(state_key{&pool, ss->stream});
+    parked_.push_back(std::move(node.mapped()));
+    state_list_.erase(std::find(state_list_.begin(), state_list_.end(), ss));
+  }
+  pool.retired = true;
+  draining_.fetch_sub(1, std::memory_order_acq_rel);
+  new_route_key();
+}
+
+// --- summary ---------------------------------------------------------------------------------
+
+std::string engine::pools_summary() const {
+  std::vector<pool_info> list = pools();
+  if (list.size() <= 1) return {};
+  std::string out = fmt::format("| {:<87} |\n", "Memory pools (current / peak)");
+  out += fmt::format("| {:>3} {:<14} {:<6} {:>4} {:>10} {:>10} {:>21} {:>21} {:>4} |\n", "id",
+                     "name", "type", "prio", "limit", "guarantee", "reserved", "allocated", "OOMs");
+  for (const pool_info& i : list) {
+    const memory_stats s = stats(i.id);
+    const std::string name = i.name.size() > 14 ? i.name.substr(0, 13) + "~" : i.name;
+    const std::string type = std::string(type_name(i.type)) + (i.released ? "*" : "");
+    out += fmt::format("| {:>3} {:<14} {:<6} {:>4} {:>10} {:>10} {:>21} {:>21} {:>4} |\n", i.id,
+                       name, type, i.priority, i.limit == 0 ? "-" : format_bytes(i.limit),
+                       i.guarantee == 0 ? "-" : format_bytes(i.guarantee),
+                       format_bytes(s.reserved_bytes.all.current) + " / " +
+                           format_bytes(s.reserved_bytes.all.peak),
+                       format_bytes(s.allocated_bytes.all.current) + " / " +
+                           format_bytes(s.allocated_bytes.all.peak),
+                       s.num_ooms);
+  }
+  out += fmt::format("| {:<87} |\n", "(* released)");
+  return out;
+}
+
+}  // namespace cachalot::detail
