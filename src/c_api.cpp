@@ -3,6 +3,7 @@
 // A handle is a small tombstone-able record: cachalot_destroy frees the allocator but keeps the
 // record, marked dead, so that a later call through a stale handle is reported as an error
 // instead of touching freed memory.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -144,6 +145,29 @@ cachalot_status copy_text(const std::string& text, char* buf, std::size_t capaci
   return CACHALOT_SUCCESS;
 }
 
+// The C pool options as C++ options: fields beyond `size` keep their defaults.
+pool_options to_options(const cachalot_pool_options& given) {
+  cachalot_pool_options o{};
+  o.declares_capture = 1;
+  std::memcpy(&o, &given, std::min(given.size, sizeof o));
+  pool_options out;
+  if (o.name != nullptr) out.name = o.name;
+  if (o.type != CACHALOT_POOL_TENANT && o.type != CACHALOT_POOL_GRAPH) {
+    throw invalid_argument("cachalot_pool_create: unknown pool type", __FILE__, __LINE__);
+  }
+  out.type = o.type == CACHALOT_POOL_GRAPH ? pool_type::graph : pool_type::tenant;
+  out.limit = o.limit;
+  out.guarantee = o.guarantee;
+  out.priority = o.priority;
+  out.declares_capture = o.declares_capture != 0;
+  if (o.reclaim != nullptr) {
+    out.reclaim = [fn = o.reclaim, ctx = o.reclaim_context](pool_id p, std::size_t n) {
+      return fn(ctx, p, n);
+    };
+  }
+  return out;
+}
+
 cachalot_status fill_stats(const memory_stats& s, cachalot_stats* out) {
   if (out == nullptr) return fail(CACHALOT_ERROR_INVALID_ARGUMENT, "stats output is NULL");
   fill(s, out);
@@ -245,6 +269,73 @@ const char* cachalot_status_string(cachalot_status s) {
 
 const char* cachalot_last_error(void) {
   return detail::last_error_text();
+}
+
+cachalot_status cachalot_pool_create(cachalot_allocator* a, const cachalot_pool_options* options,
+                                     cachalot_pool_id* out) {
+  if (options == nullptr || out == nullptr || options->size == 0) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT,
+                        "cachalot_pool_create: options or out is NULL, or options->size is 0");
+  }
+  return with(a, "cachalot_pool_create",
+              [&](allocator& x) { *out = x.create_pool(detail::to_options(*options)); });
+}
+
+cachalot_status cachalot_pool_retain(cachalot_allocator* a, cachalot_pool_id pool) {
+  return with(a, "cachalot_pool_retain", [&](allocator& x) { x.retain_pool(pool); });
+}
+
+cachalot_status cachalot_pool_release(cachalot_allocator* a, cachalot_pool_id pool) {
+  return with(a, "cachalot_pool_release", [&](allocator& x) { x.release_pool(pool); });
+}
+
+cachalot_status cachalot_pool_begin_allocate(cachalot_allocator* a, cachalot_pool_id pool,
+                                             void* stream) {
+  return with(a, "cachalot_pool_begin_allocate",
+              [&](allocator& x) { x.begin_allocate_to_pool(pool, stream); });
+}
+
+cachalot_status cachalot_pool_begin_allocate_filtered(cachalot_allocator* a, cachalot_pool_id pool,
+                                                      cachalot_stream_filter filter,
+                                                      void* context) {
+  if (filter == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT,
+                        "cachalot_pool_begin_allocate_filtered: filter is NULL");
+  }
+  return with(a, "cachalot_pool_begin_allocate_filtered", [&](allocator& x) {
+    x.begin_allocate_to_pool(pool,
+                             [filter, context](stream_t s) { return filter(context, s) != 0; });
+  });
+}
+
+cachalot_status cachalot_pool_end_allocate(cachalot_allocator* a, cachalot_pool_id pool) {
+  return with(a, "cachalot_pool_end_allocate", [&](allocator& x) { x.end_allocate_to_pool(pool); });
+}
+
+cachalot_status cachalot_pool_malloc(cachalot_allocator* a, cachalot_pool_id pool, void** out,
+                                     size_t size, void* stream) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_malloc: out is NULL");
+  }
+  *out = nullptr;
+  return with(a, "cachalot_pool_malloc",
+              [&](allocator& x) { *out = x.allocate(size, stream, pool); });
+}
+
+cachalot_status cachalot_pool_of(cachalot_allocator* a, const void* ptr, cachalot_pool_id* out) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_of: out is NULL");
+  }
+  return with(a, "cachalot_pool_of", [&](allocator& x) { *out = x.pool_of(ptr); });
+}
+
+cachalot_status cachalot_pool_get_stats(cachalot_allocator* a, cachalot_pool_id pool,
+                                        cachalot_stats* out) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_get_stats: out is NULL");
+  }
+  return with(a, "cachalot_pool_get_stats",
+              [&](allocator& x) { detail::fill_stats(x.stats(pool), out); });
 }
 
 }  // extern "C"

@@ -68,6 +68,7 @@ class cuda_backend final : public device_backend {
   void synchronize_device() override;
   device_memory_info memory_info() override;
   bool is_capturing(stream_t stream) override;
+  capture_mode exchange_capture_mode(capture_mode mode) override;
   std::size_t segment_alignment() const override;
 
  private:

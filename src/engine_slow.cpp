@@ -28,12 +28,13 @@ void* engine::grow(std::size_t bytes, stream_t stream, pool_record& pool, bool i
   }
   void* base = nullptr;
   try {
-    // A capture of `stream` itself (a graph pool growing, PyTorch's way) allows the allocation
-    // in relaxed mode; another thread's capture is kept valid by this thread's own mode.
+    // cudaMalloc is "potentially unsafe" during a capture: legal in relaxed mode, which is what
+    // a graph pool growing during its capture (PyTorch's way) and eager work on a stream that
+    // is not captured while a capture may be under way (on this thread or another) both use.
+    // The segment is not part of any graph either way.
     capture_tracker::section fence(captures_);
     if (in_capture || fence.underway()) {
-      capture_mode_scope mode(*backend_,
-                              in_capture ? capture_mode::relaxed : capture_mode::this_thread);
+      capture_mode_scope mode(*backend_, capture_mode::relaxed);
       base = backend_->allocate_segment(bytes, stream);
     } else {
       base = backend_->allocate_segment(bytes, stream);

@@ -317,40 +317,51 @@ block* engine::grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t
   pool_record& p = *ss.pool;
   gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
   p.num_retries.fetch_add(1, std::memory_order_relaxed);
+  bool tried = false;  // an attempt since the last release
   const auto attempt = [&]() -> block* {
+    tried = true;
     if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
     if (void* base = grow(seg_size, stream, p, false, &why)) {
       return add_segment(ss, pool, base, seg_size, rounded, requested);
     }
     return nullptr;
   };
+  // Releases cached segments of `q`, largest first, a segment's worth at a time, retrying.
+  const auto drain = [&](pool_record* q, bool above_guarantee) -> block* {
+    while (release_free_segments({q}, above_guarantee, 0, seg_size) != 0) {
+      if (block* b = attempt()) return b;
+    }
+    return nullptr;
+  };
   poll_pending(true);  // (does nothing while a capture may be under way)
   if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
   if (why == refusal::pool_limit) {  // only the pool's own cache can help: others stay as they are
-    release_free_segments({&p}, false, 0);
-    if (block* b = attempt()) return b;
+    if (block* b = drain(&p, false)) return b;
+    if (!tried) {
+      if (block* b = attempt()) return b;
+    }
     fail_oom(requested, stream, "the pool's limit is reached", &p);
   }
-  bool tried = false;  // an attempt after the last release
   if (!capture_underway()) {
-    for (auto stage : {below, level}) {
-      if (release_free_segments(pools_where(stage, p), false, 0) == 0) continue;
-      if (block* b = attempt()) return b;
-      tried = true;
+    for (pool_record* q : pools_where(below, p)) {  // released pools, then lowest priority
+      if (block* b = drain(q, false)) return b;
+    }
+    std::vector<pool_record*> peers = pools_where(level, p);  // the requester's own cache first
+    std::stable_partition(peers.begin(), peers.end(),
+                          [&p](const pool_record* q) { return q == &p; });
+    for (pool_record* q : peers) {
+      if (block* b = drain(q, false)) return b;
     }
     for (pool_record* q : pools_where(reclaimer_below, p)) {
       try {
-        (void)q->options.reclaim(seg_size);
+        (void)q->options.reclaim(q->id, seg_size);
       } catch (...) {  // a failing callback freed what it freed
       }
       poll_pending(true);
-      if (release_free_segments({q}, false, 0) == 0) continue;
-      if (block* b = attempt()) return b;
-      tried = true;
+      if (block* b = drain(q, false)) return b;
     }
-    if (release_free_segments(pools_where(above, p), true, 0) != 0) {
-      if (block* b = attempt()) return b;
-      tried = true;
+    for (pool_record* q : pools_where(above, p)) {
+      if (block* b = drain(q, true)) return b;
     }
   }
   if (!tried) {  // nothing released here; another thread may have released meanwhile
@@ -384,7 +395,8 @@ std::vector<pool_record*> engine::pools_where(bool (*pick)(const pool_record&, c
 }
 
 std::size_t engine::release_free_segments(const std::vector<pool_record*>& from,
-                                          bool above_guarantee, std::size_t target) {
+                                          bool above_guarantee, std::size_t target,
+                                          std::size_t want) {
   if (from.empty()) return 0;
   std::lock_guard<std::mutex> release_lock(release_mutex_);
   struct candidate {
@@ -411,7 +423,7 @@ std::size_t engine::release_free_segments(const std::vector<pool_record*>& from,
                    });
   std::size_t released = 0;
   for (const candidate& c : candidates) {
-    if (target != 0 && gstats_.committed() <= target) break;
+    if ((target != 0 && gstats_.committed() <= target) || (want != 0 && released >= want)) break;
     pool_record& q = *c.ss->pool;
     if (above_guarantee &&
         q.committed.load(std::memory_order_relaxed) < q.options.guarantee + c.size) {
@@ -428,7 +440,7 @@ void engine::gc_release(const pool_record& requester, std::size_t target) {
   // requester's priority, largest first within each pool, only as many as needed.
   std::vector<pool_record*> from = pools_where(below, requester);
   for (pool_record* q : pools_where(level, requester)) from.push_back(q);
-  release_free_segments(from, false, target);
+  release_free_segments(from, false, target, 0);
 }
 
 // --- released pools --------------------------------------------------------------------------
@@ -436,7 +448,7 @@ void engine::gc_release(const pool_record& requester, std::size_t target) {
 std::size_t engine::drain_released() {
   const std::vector<pool_record*> dead = pools_where(released_only, *pools_[0]);
   if (dead.empty()) return 0;
-  const std::size_t released = release_free_segments(dead, false, 0);
+  const std::size_t released = release_free_segments(dead, false, 0, 0);
   for (pool_record* p : dead) retire_if_empty(*p);
   return released;
 }
@@ -471,25 +483,24 @@ void engine::retire_if_empty(pool_record& pool) {
 // --- summary ---------------------------------------------------------------------------------
 
 std::string engine::pools_summary() const {
-  std::vector<pool_info> list = pools();
+  const std::vector<pool_info> list = pools();
   if (list.size() <= 1) return {};
-  std::string out = fmt::format("| {:<87} |\n", "Memory pools (current / peak)");
-  out += fmt::format("| {:>3} {:<14} {:<6} {:>4} {:>10} {:>10} {:>21} {:>21} {:>4} |\n", "id",
-                     "name", "type", "prio", "limit", "guarantee", "reserved", "allocated", "OOMs");
+  constexpr const char* row =
+      "| {:>2} {:<11} {:<7} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>4} |\n";
+  std::string out = fmt::format("| {:<87} |\n", "Memory pools (* released)");
+  out += fmt::format(row, "id", "name", "type", "prio", "limit", "guarantee", "reserved", "peak",
+                     "allocated", "OOMs");
+  const auto bytes = [](std::size_t n) { return n == 0 ? std::string("-") : format_bytes(n); };
   for (const pool_info& i : list) {
     const memory_stats s = stats(i.id);
-    const std::string name = i.name.size() > 14 ? i.name.substr(0, 13) + "~" : i.name;
-    const std::string type = std::string(type_name(i.type)) + (i.released ? "*" : "");
-    out += fmt::format("| {:>3} {:<14} {:<6} {:>4} {:>10} {:>10} {:>21} {:>21} {:>4} |\n", i.id,
-                       name, type, i.priority, i.limit == 0 ? "-" : format_bytes(i.limit),
-                       i.guarantee == 0 ? "-" : format_bytes(i.guarantee),
-                       format_bytes(s.reserved_bytes.all.current) + " / " +
-                           format_bytes(s.reserved_bytes.all.peak),
-                       format_bytes(s.allocated_bytes.all.current) + " / " +
-                           format_bytes(s.allocated_bytes.all.peak),
-                       s.num_ooms);
+    const std::string name = i.name.size() > 11 ? i.name.substr(0, 10) + "~" : i.name;
+    const std::string type =
+        i.id == default_pool ? "-" : std::string(type_name(i.type)) + (i.released ? "*" : "");
+    out += fmt::format(row, i.id, name, type, i.priority, bytes(i.limit), bytes(i.guarantee),
+                       format_bytes(s.reserved_bytes.all.current),
+                       format_bytes(s.reserved_bytes.all.peak),
+                       format_bytes(s.allocated_bytes.all.current), s.num_ooms);
   }
-  out += fmt::format("| {:<87} |\n", "(* released)");
   return out;
 }
 

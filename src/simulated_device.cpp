@@ -16,6 +16,7 @@
 
 #include "cachalot/errors.hpp"
 #include "detail/checks.hpp"
+#include "detail/sim_capture.hpp"
 
 namespace cachalot {
 
@@ -32,7 +33,18 @@ struct sim_event {
   stream_t stream = nullptr;
   std::uint64_t seq = 0;
   bool recorded = false;
+  bool captured = false;  ///< last recorded on a capturing stream
 };
+
+// The calling thread's capture interaction mode (per thread, as CUDA's).
+thread_local capture_mode t_capture_mode = capture_mode::global;
+
+[[noreturn]] void fail_capture(const char* call) {
+  CACHALOT_FAIL(backend_error,
+                "simulated device: {} is not permitted during a CUDA graph capture "
+                "(cudaErrorStreamCaptureUnsupported); the capture is invalidated",
+                call);
+}
 
 struct fault_plan {
   std::uint64_t calls = 0;
@@ -55,6 +67,7 @@ struct simulated_device::impl {
   std::unordered_set<sim_event*> events;
   std::array<fault_plan, sim_op_count> faults{};
   sim_counters counters;
+  detail::sim_capture_model captures;
 
   std::size_t charged(std::size_t bytes) const {
     return (bytes + opts.alignment - 1) / opts.alignment * opts.alignment;
@@ -170,6 +183,7 @@ bool simulated_device::host_accessible() const {
 void* simulated_device::allocate_segment(std::size_t bytes, stream_t) {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
+  if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("allocate_segment (cudaMalloc)");
   if (d.inject(sim_op::allocate_segment) || bytes == 0 ||
       d.charged(bytes) > d.opts.capacity - d.counters.used_bytes) {
     ++d.counters.failed_segment_allocs;
@@ -202,6 +216,7 @@ void simulated_device::free_segment(void* ptr, std::size_t bytes) {
   CACHALOT_EXPECTS(it->second == bytes, backend_error,
                    "simulated device: free of {:#x} with size {} but it has {}", addr, bytes,
                    it->second);
+  if (!d.captures.allow_conflicting()) fail_capture("free_segment (cudaFree)");
   if (d.inject(sim_op::free_segment)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of free_segment({:#x})", addr);
   }
@@ -250,6 +265,7 @@ void simulated_device::record_event(event_t event, stream_t stream) {
   e->stream = stream;
   e->seq = ++s.submitted;
   e->recorded = true;
+  e->captured = stream != nullptr && d.captures.capturing(stream);
   if (!s.held) s.completed = s.submitted;
   ++d.counters.event_records;
 }
@@ -262,6 +278,10 @@ bool simulated_device::query_event(event_t event) {
   if (d.inject(sim_op::query_event)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of query_event");
   }
+  if (e->captured ? !d.captures.allow_captured_event(e->stream)
+                  : !d.captures.allow_unsafe(t_capture_mode)) {
+    fail_capture("query_event (cudaEventQuery)");
+  }
   return d.complete(e);
 }
 
@@ -272,6 +292,10 @@ void simulated_device::synchronize_event(event_t event) {
   ++d.counters.event_syncs;
   if (d.inject(sim_op::synchronize)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_event");
+  }
+  if (e->captured ? !d.captures.allow_captured_event(e->stream)
+                  : !d.captures.allow_unsafe(t_capture_mode)) {
+    fail_capture("synchronize_event (cudaEventSynchronize)");
   }
   if (!d.complete(e)) {  // waiting for the held work means it finishes
     sim_stream& s = d.streams[e->stream];
@@ -287,6 +311,7 @@ void simulated_device::synchronize_device() {
   if (d.inject(sim_op::synchronize)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_device");
   }
+  if (!d.captures.allow_conflicting()) fail_capture("synchronize_device");
   for (auto& [stream, s] : d.streams) {
     s.completed = s.submitted;
     s.held = false;
@@ -316,6 +341,38 @@ bool simulated_device::is_held(stream_t stream) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto it = impl_->streams.find(stream);
   return it != impl_->streams.end() && it->second.held;
+}
+
+void simulated_device::begin_capture(stream_t stream, capture_mode mode) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  CACHALOT_EXPECTS(stream != nullptr, invalid_argument,
+                   "simulated device: the legacy stream cannot be captured");
+  CACHALOT_EXPECTS(impl_->captures.begin(stream, mode), invalid_argument,
+                   "simulated device: stream {} captures already", fmt::ptr(stream));
+}
+
+bool simulated_device::end_capture(stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const int r = impl_->captures.end(stream);
+  CACHALOT_EXPECTS(r >= 0, invalid_argument, "simulated device: stream {} does not capture",
+                   fmt::ptr(stream));
+  return r == 1;
+}
+
+std::uint64_t simulated_device::capture_violations() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->captures.violations();
+}
+
+bool simulated_device::is_capturing(stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->captures.capturing(stream);
+}
+
+capture_mode simulated_device::exchange_capture_mode(capture_mode mode) {
+  const capture_mode previous = t_capture_mode;
+  t_capture_mode = mode;
+  return previous;
 }
 
 void simulated_device::fail_nth(sim_op op, std::uint64_t n) {

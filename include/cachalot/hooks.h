@@ -22,6 +22,7 @@
 #define CACHALOT_HOOKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cachalot/cachalot.h"
 
@@ -56,6 +57,29 @@ CACHALOT_API cachalot_status cachalot_default_get_stats(int device, cachalot_sta
  *  NULL) receives the full length plus one. `buf` may be NULL when `capacity` is 0. */
 CACHALOT_API cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t capacity,
                                                              size_t* needed);
+
+/* PyTorch graph-pool hooks (C++ torch::cuda::CUDAPluggableAllocator's
+ * set_begin_allocate_to_pool_fn, set_end_allocate_to_pool_fn and set_release_pool; PyTorch's
+ * MempoolId_t is the pair (pool_id0, pool_id1)). Each PyTorch pool id is one graph pool of the
+ * default allocator of `device` (cachalot/pool.hpp): allocations routed to it come from its
+ * segments, blocks freed during the capture return to it, eager work never gets them, and it
+ * may grow during the capture. */
+
+/** beginAllocateToPool (torch.cuda.graph capture_begin): creates the pool on first use, or
+ *  adds a reference to it (graphs sharing a pool), then routes allocations on `device` from
+ *  every stream `filter` accepts (NULL: every stream) to it until the matching end. While the
+ *  route is active cachalot makes no call a global-mode capture forbids, on any stream. */
+CACHALOT_API cachalot_status cachalot_torch_begin_allocate_to_pool(int device, uint64_t pool_id0,
+                                                                   uint64_t pool_id1,
+                                                                   cachalot_stream_filter filter,
+                                                                   void* context);
+/** endAllocateToPool (capture_end): ends the most recent route into the pool. */
+CACHALOT_API cachalot_status cachalot_torch_end_allocate_to_pool(int device, uint64_t pool_id0,
+                                                                 uint64_t pool_id1);
+/** releasePool (graph reset or destruction): drops one reference; the last one releases the
+ *  pool, whose memory goes back once PyTorch has freed its blocks. */
+CACHALOT_API cachalot_status cachalot_torch_release_pool(int device, uint64_t pool_id0,
+                                                         uint64_t pool_id1);
 
 #ifdef __cplusplus
 }

@@ -39,11 +39,11 @@ enum class pool_type : std::uint8_t {
 /// lock of the allocator: it must not call the allocator's pool methods.
 using stream_filter = std::function<bool(stream_t stream)>;
 
-/// Asked, under memory pressure, to free live memory of a lower-priority pool: `bytes` is what
-/// the higher-priority request needs. Returns the bytes it freed (advisory). Called from the
-/// thread whose allocation is under pressure, possibly from several threads at once, with no
-/// allocator lock held: it may free (and allocate) through the allocator.
-using reclaim_callback = std::function<std::size_t(std::size_t bytes)>;
+/// Asked, under memory pressure, to free live memory of `pool`, which has a lower priority than
+/// the request: `bytes` is what the request needs. Returns the bytes it freed (advisory).
+/// Called from the thread whose allocation is under pressure, possibly from several threads at
+/// once, with no allocator lock held: it may free (and allocate) through the allocator.
+using reclaim_callback = std::function<std::size_t(pool_id pool, std::size_t bytes)>;
 
 /// How a pool is created (allocator::create_pool).
 struct pool_options {

@@ -419,10 +419,11 @@ class engine {
   block* grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, std::size_t seg_size, refusal why);
   /// Releases wholly free cached segments of the pools `from`, pool by pool in that order,
-  /// largest first, until committed() <= target (0: all of them); `above_guarantee`: only as
-  /// far as each pool keeps its guarantee. Returns the bytes released.
+  /// largest first, until committed() <= target or `want` bytes were released (0: no such
+  /// bound); `above_guarantee`: only as far as each pool keeps its guarantee. Returns the bytes
+  /// released.
   std::size_t release_free_segments(const std::vector<pool_record*>& from, bool above_guarantee,
-                                    std::size_t target);
+                                    std::size_t target, std::size_t want);
   std::vector<pool_record*> pools_where(bool (*pick)(const pool_record&, const pool_record&),
                                         const pool_record& requester) const;
   void gc_release(const pool_record& requester, std::size_t target);

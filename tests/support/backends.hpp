@@ -25,7 +25,30 @@ struct backend_case {
   bool simulated = true;     ///< simulated device (inspectable)
   bool host_backed = false;  ///< contents readable and writable
   std::function<std::shared_ptr<device_backend>(const config&)> make;  ///< backend factory
+  /// "" (the default pool), or the memory pool every allocation is routed to: "graph" (a graph
+  /// pool: segments kept until it is released) or "tenant" (a tenant pool with a limit, a
+  /// guarantee and a priority).
+  std::string pool;
 };
+
+/// Routes every allocation of `a` to a new pool of the kind `c.pool` names (nothing for "").
+/// Returns the pool (default_pool for "").
+inline pool_id route_to_case_pool(allocator& a, const backend_case& c) {
+  if (c.pool.empty()) return default_pool;
+  pool_options o;
+  o.name = c.pool;
+  if (c.pool == "graph") {
+    o.type = pool_type::graph;
+    o.declares_capture = false;  // a private pool used outside captures (capture_test.cpp)
+  } else {
+    o.limit = 6 * GiB;
+    o.guarantee = 1 * GiB;
+    o.priority = 1;
+  }
+  const pool_id id = a.create_pool(o);
+  a.begin_allocate_to_pool(id, [](stream_t) { return true; });
+  return id;
+}
 
 inline std::shared_ptr<device_backend> make_sim(const config& c) {
   sim_options o;
@@ -34,19 +57,24 @@ inline std::shared_ptr<device_backend> make_sim(const config& c) {
   return std::make_shared<simulated_device>(o);
 }
 
-/// The cases: simulated device bare and host-backed, with the default and a tuned config;
-/// CUDA with the default config when a device exists.
+/// The cases: simulated device bare and host-backed, with the default and a tuned config, and
+/// with every allocation routed to a graph pool or to a tenant pool; CUDA with the default
+/// config when a device exists.
 inline std::vector<backend_case> conformance_cases() {
   std::vector<backend_case> cases = {
-      {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim},
-      {"sim_host_backed", "backend:simulated,capacity:1GiB,host_backing:1", true, true, make_sim},
+      {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim, ""},
+      {"sim_host_backed", "backend:simulated,capacity:1GiB,host_backing:1", true, true, make_sim,
+       ""},
       {"sim_max_split", "backend:simulated,capacity:8GiB,max_split_size:64MiB", true, false,
-       make_sim},
-      {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim},
+       make_sim, ""},
+      {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim,
+       ""},
+      {"sim_graph_pool", "backend:simulated,capacity:8GiB", true, false, make_sim, "graph"},
+      {"sim_tenant_pool", "backend:simulated,capacity:8GiB", true, false, make_sim, "tenant"},
   };
   if (cuda_device_count() > 0) {
     cases.push_back({"cuda_default", "backend:cuda,memory_limit:8GiB", false, false,
-                     [](const config& c) { return make_backend(c); }});
+                     [](const config& c) { return make_backend(c); }, ""});
   }
   return cases;
 }
