@@ -1,5 +1,7 @@
 // Faults survived: a long randomized workload (mixed sizes on 3 streams, same- and cross-stream
-// frees, record_stream while streams are held, empty_cache, trim) runs over a faulty_backend
+// frees, record_stream while streams are held, empty_cache, trim; in the pools variant also a
+// tenant pool with a limit and a reclaim callback, and simulated graph captures into a graph
+// pool, during which no call may invalidate the capture) runs over a faulty_backend
 // wrapping the simulated device, once for every N with the Nth call of one backend operation
 // failing. Each call must succeed or throw a cachalot::error (backend or out of memory) that
 // leaves the allocator as it was; after every call every invariant of invariants.hpp holds;
@@ -34,13 +36,40 @@ stream_t stream_n(std::uintptr_t n) {
 /// One allocator over faulty_backend(simulated_device), driven by a seeded random workload.
 class rig {
  public:
-  explicit rig(std::uint64_t seed) : rng_(seed) {
+  explicit rig(std::uint64_t seed, bool pools = false) : rng_(seed), pools_(pools) {
     sim_options o;
     o.capacity = 1 * GiB;
     sim_ = std::make_shared<simulated_device>(o);
     faulty_ = std::make_shared<faulty_backend>(sim_);
     a_ = std::make_unique<allocator>(config{}, faulty_);
+    if (!pools_) return;
+    pool_options g;
+    g.name = "graph";
+    g.type = pool_type::graph;
+    graph_ = a_->create_pool(g);
+    pool_options t;  // stream 2's allocations; gives way under pressure
+    t.name = "batch";
+    t.limit = 384 * MiB;
+    t.priority = -1;
+    t.reclaim = [this](pool_id pool, std::size_t) -> std::size_t {
+      for (auto it = live_.begin(); it != live_.end(); ++it) {
+        if (a_->pool_of(it->first) != pool) continue;
+        const std::size_t n = it->second;
+        a_->deallocate(it->first);
+        live_.erase(it);
+        return n;
+      }
+      return 0;
+    };
+    tenant_ = a_->create_pool(t);
+    a_->begin_allocate_to_pool(tenant_, stream_n(2));
   }
+  /// A capture left open would be seen by every allocator of the process: end it.
+  ~rig() {
+    if (capturing_ && a_) toggle_capture();
+  }
+  rig(const rig&) = delete;
+  rig& operator=(const rig&) = delete;
 
   faulty_backend& faulty() { return *faulty_; }
   simulated_device& sim() { return *sim_; }
@@ -65,6 +94,10 @@ class rig {
   /// Clears the faults, frees everything, empties the cache; "" if the device is left empty.
   std::string drain() {
     faulty_->clear();
+    if (capturing_) toggle_capture();
+    if (pools_ && !capture_error_.empty()) return capture_error_;
+    if (pools_ && sim_->capture_violations() != 0) return "a call invalidated a capture";
+    if (pools_) a_->release_pool(graph_);  // a graph pool keeps its segments until released
     for (auto& [p, n] : live_) a_->deallocate(p);
     live_.clear();
     for (std::uintptr_t s = 1; s <= 3; ++s) sim_->release_stream(stream_n(s));
@@ -116,7 +149,30 @@ class rig {
     if (op < 93) return a_->process_events();
     if (op < 96) return (void)a_->trim(pick(a_->stats().reserved_bytes.all.current + 1));
     if (op < 98) return a_->empty_cache();
+    if (pools_ && op < 99) return toggle_capture();
     huge();
+  }
+
+ public:
+  /// Ends a capture the workload left open.
+  void end_capture() {
+    if (capturing_) toggle_capture();
+  }
+
+ private:
+  /// Begins or ends a global-mode capture of stream 1, routed to the graph pool.
+  void toggle_capture() {
+    if (!capturing_) {
+      a_->begin_allocate_to_pool(graph_, stream_n(1));
+      sim_->begin_capture(stream_n(1), capture_mode::global);
+      capturing_ = true;
+      return;
+    }
+    capturing_ = false;
+    if (!sim_->end_capture(stream_n(1)) && capture_error_.empty()) {
+      capture_error_ = "a call of the allocator invalidated the capture";
+    }
+    a_->end_allocate_to_pool(graph_);
   }
 
   /// A request that fits only once the cache is released (or not at all): the out-of-memory
@@ -150,6 +206,11 @@ class rig {
   std::unique_ptr<allocator> a_;
   std::unordered_map<void*, std::size_t> live_;
   std::uint64_t errors_ = 0;
+  bool pools_ = false;
+  pool_id graph_ = default_pool;
+  pool_id tenant_ = default_pool;
+  bool capturing_ = false;
+  std::string capture_error_;
 };
 
 constexpr fault_op swept_ops[] = {fault_op::allocate_segment, fault_op::free_segment,
@@ -173,19 +234,21 @@ struct sweep_totals {
 };
 
 template <class Ops>
-void sweep(std::uint64_t seed, fault_mode mode, const Ops& ops, sweep_totals& totals) {
-  rig baseline(seed);
+void sweep(std::uint64_t seed, fault_mode mode, const Ops& ops, sweep_totals& totals,
+           bool pools = false) {
+  rig baseline(seed, pools);
   std::uint64_t before[fault_op_count];  // calls made while constructing the allocator
   for (fault_op op : swept_ops) before[static_cast<std::size_t>(op)] = baseline.faulty().calls(op);
   ASSERT_EQ(baseline.run(workload_steps), "");
   ASSERT_EQ(baseline.errors(), 0u) << "the workload must run without backend errors";
+  baseline.end_capture();  // open, it would hold back every other allocator of the process
   for (fault_op op : ops) {
     const std::uint64_t calls = baseline.faulty().calls(op) - before[static_cast<std::size_t>(op)];
     std::printf("[ figures ] seed %llu: %s called %llu times\n",
                 static_cast<unsigned long long>(seed), fault_op_name(op),
                 static_cast<unsigned long long>(calls));
     for (std::uint64_t n : fault_points(calls)) {
-      rig r(seed);
+      rig r(seed, pools);
       r.faulty().set_allocate_mode(mode);
       r.faulty().fail_nth(op, n);
       ASSERT_EQ(r.run(workload_steps, true), "") << fault_op_name(op) << " #" << n;
@@ -204,6 +267,16 @@ TEST(fault_sweep, EveryFailedCallLeavesTheAllocatorConsistent) {
               static_cast<unsigned long long>(totals.points),
               static_cast<unsigned long long>(totals.errors));
   EXPECT_GE(totals.points, std::size(seeds) * 2 * points_per_op);
+  EXPECT_GT(totals.errors, 0u);
+}
+
+TEST(fault_sweep, PoolsAndCapturesSurviveEveryFailedCall) {
+  sweep_totals totals;
+  sweep(seeds[0], fault_mode::out_of_memory, swept_ops, totals, true);  // one seed: CI time
+  std::printf("[ figures ] pools: fault points swept: %llu, backend errors reported: %llu\n",
+              static_cast<unsigned long long>(totals.points),
+              static_cast<unsigned long long>(totals.errors));
+  EXPECT_GE(totals.points, 2 * points_per_op);
   EXPECT_GT(totals.errors, 0u);
 }
 
