@@ -31,7 +31,10 @@ const char* const usage =
     "  --plot FILE.svg       memory over the replay (FILE-<trace>.svg for several traces)\n"
     "  --one-thread          issue every operation from one thread (default: one per trace "
     "thread)\n"
-    "  --no-baseline         skip the pass-through baseline\n";
+    "  --no-baseline         skip the pass-through baseline\n"
+    "  --pool STREAM=NAME[,limit:SIZE][,guarantee:SIZE][,priority:N][,graph]\n"
+    "                        route the trace stream logged as STREAM to memory pool NAME\n"
+    "                        (repeatable; streams naming one pool share it)\n";
 
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -46,6 +49,7 @@ struct cli_options {
   bool baseline = true;
   std::string plot;
   std::vector<std::string> traces;
+  std::vector<pool_spec> pools;
 };
 
 template <typename T>
@@ -80,6 +84,12 @@ cli_options parse_args(const std::vector<std::string>& args) {
       o.one_thread = true;
     } else if (a == "--no-baseline") {
       o.baseline = false;
+    } else if (a == "--pool") {
+      try {
+        add_pool_spec(o.pools, value());
+      } catch (const invalid_argument& e) {
+        throw usage_error(e.what());
+      }
     } else if (a.size() > 1 && a[0] == '-') {
       throw usage_error("unknown option " + a);
     } else {
@@ -114,6 +124,7 @@ replay_result replay_median(const prepared_trace& p, const config& cfg, const cl
   for (std::size_t run = 0; run < o.repeat; ++run) {
     replay_options ro;
     ro.use_threads = !o.one_thread;
+    ro.pools = o.pools;
     if (tty) {
       ro.progress = [&, run](double f) {
         std::fprintf(stderr, "\r%s: %s, run %zu/%zu: %3.0f%%", p.name.c_str(), label, run + 1,
@@ -137,6 +148,7 @@ void write_plot(trace_report& rep, const prepared_trace& p, const config& cfg,
   replay_options ro;
   ro.use_threads = !o.one_thread;
   ro.sample = true;
+  ro.pools = o.pools;
   const replay_result sampled = replay(p, cfg, ro);
   std::optional<replay_result> base;
   if (o.baseline) base = replay(p, baseline_config(cfg), ro);

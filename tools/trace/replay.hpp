@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cachalot/config.hpp"
+#include "trace/pools.hpp"
 #include "trace/trace.hpp"
 
 namespace cachalot::tools {
@@ -47,6 +48,8 @@ struct replay_options {
   bool sample = false;      ///< record the timeline (slower; for plots)
   /// Called now and then with the fraction done (from a replaying thread).
   std::function<void(double)> progress;
+  /// Memory pools to create and route trace streams to (pools.hpp).
+  std::vector<pool_spec> pools;
 };
 
 /// Memory in use after some operation.
@@ -78,6 +81,7 @@ struct replay_result {
   double busy_ns = 0.0;
   double ns_per_op = 0.0;                ///< busy_ns / ops
   std::vector<timeline_point> timeline;  ///< filled when sampling
+  std::vector<pool_figures> pools;       ///< per pool, when replay_options::pools is set
 };
 
 /// Replays a prepared trace on a new allocator made from `cfg`.
