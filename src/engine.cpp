@@ -75,7 +75,7 @@ engine::~engine() {
     } catch (...) {
     }
   }
-  for (stream_state* ss : state_list_) {
+  const auto release_all = [this](stream_state* ss) noexcept {
     for (segment* seg = ss->segments; seg != nullptr;) {
       segment* next = seg->next;
       try {
@@ -86,7 +86,9 @@ engine::~engine() {
       seg = next;
     }
     ss->segments = nullptr;
-  }
+  };
+  for (stream_state* ss : state_list_) release_all(ss);
+  for (const auto& ss : parked_) release_all(ss.get());  // empty, unless misused
   if (tracer_) tracer_->flush();
 }
 
