@@ -252,7 +252,7 @@ TEST_F(Hooks, TorchGraphPoolHooks) {
   ASSERT_EQ(cachalot_torch_begin_allocate_to_pool(0, id0, 0, only_this_stream, &s),
             CACHALOT_SUCCESS)
       << cachalot_last_error();
-  const bool gpu = gpu_mode();
+  [[maybe_unused]] const bool gpu = gpu_mode();
 #ifdef CACHALOT_WITH_CUDA
   if (gpu) {
     ASSERT_EQ(cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeGlobal),
