@@ -72,7 +72,10 @@ class block_pool {
     b->requested = 0;
     b->prev = b->next = b->free_prev = b->free_next = nullptr;
     b->seg = nullptr;
-    b->owner = owner;
+    // A pool serves one stream state, so a node's owner never changes: written only on the
+    // node's first use, before any other thread can reach it (record_stream, allocation_size
+    // and pool_of read it without the owner's lock).
+    if (b->owner == nullptr) b->owner = owner;
     b->state = block_state::free;
     b->oversize = false;
     b->freeing = false;

@@ -167,8 +167,8 @@ class engine {
     block* b;
     std::vector<event_t> events;
     /// Streams whose events are still to be recorded: the free came while a capture may have
-    /// been under way (recording then is recorded into the capture), so they are recorded by
-    /// the first poll after every capture ended.
+    /// been under way (an event recorded then could belong to the capture), so they are
+    /// recorded by the first poll after every capture ended.
     std::vector<stream_t> unrecorded;
   };
 
@@ -361,7 +361,6 @@ class engine {
 
   // --- cold paths (engine_slow.cpp) ---
   [[gnu::noinline]] stream_state& state_for_slow(stream_t stream);
-  [[gnu::noinline]] stream_state& state_in_slow(pool_id pool, stream_t stream);
   [[gnu::noinline]] block* allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
                                          std::size_t requested, bool over_ceiling);
   [[gnu::noinline]] bool free_claimed(block* b, stream_t last_used);
@@ -405,7 +404,8 @@ class engine {
   std::vector<stream_state*> states() const;
   memory_stats stats_of(const pool_record* only) const;
 
-  // --- memory pools (pool.cpp) ---
+  // --- memory pools (pool.cpp, pool_reclaim.cpp) ---
+  [[gnu::noinline]] stream_state& state_in_slow(pool_id pool, stream_t stream);
   pool_record& pool_by_id(pool_id pool) const;                 // under registry_mutex_
   stream_state& state_of(pool_record& pool, stream_t stream);  // under registry_mutex_ (unique)
   void remember(stream_cache& cache, std::uint64_t key, stream_t stream, stream_state* state,
