@@ -17,7 +17,8 @@
 #
 # usage: scripts/pools-job.sh [BUILD_DIR] [OUT_DIR]   (defaults: build-release, out)
 # Needs cachalot_bench and cachalot-replay built in BUILD_DIR (scripts/main-job.sh builds them).
-# Environment: BENCH_MIN_TIME (0.25 s), BENCH_REPETITIONS (5).
+# Environment: BENCH_MIN_TIME (0.1 s), BENCH_REPETITIONS (10; repetitions randomly interleaved,
+# so that the load of a shared machine affects the three cases alike).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build-release}
@@ -27,15 +28,17 @@ BENCH="$BUILD/bench/cachalot_bench"
 TRACE=bench/traces/tenants/two_tenant_serving.csv
 [ -x "$REPLAY" ] && [ -x "$BENCH" ] || { echo "pools-job: build $BENCH and $REPLAY" >&2; exit 1; }
 mkdir -p "$OUT"
-"$BENCH" --benchmark_filter='^pool_hot_pair/' --benchmark_min_time="${BENCH_MIN_TIME:-0.25}" \
-  --benchmark_repetitions="${BENCH_REPETITIONS:-5}" --benchmark_report_aggregates_only=true \
+"$BENCH" --benchmark_filter='^pool_hot_pair/' --benchmark_min_time="${BENCH_MIN_TIME:-0.1}" \
+  --benchmark_repetitions="${BENCH_REPETITIONS:-10}" --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true \
   --benchmark_out="$OUT/bench-pools.json" --benchmark_out_format=json >"$OUT/bench-pools.txt" 2>&1
 python3 - "$OUT/bench-pools.json" <<'EOF'
 import json, sys
 data = json.load(open(sys.argv[1]))
 med = {b["run_name"]: b["cpu_time"] for b in data["benchmarks"]
        if b.get("aggregate_name") == "median"}
-print("Memory pools on the cache-hit path (cachalot_bench, one run, CPU time, medians)")
+print("Memory pools on the cache-hit path (cachalot_bench, one run, interleaved repetitions, "
+      "CPU time, medians)")
 ok = True
 for size in ("512", "4096", "1048576"):
     base = med["pool_hot_pair/none/" + size]
