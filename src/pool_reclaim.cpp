@@ -19,6 +19,8 @@
 namespace cachalot::detail {
 
 namespace {
+thread_local bool t_in_reclaim = false;  ///< this thread runs a reclaim callback
+
 // Stages of the reclaim order, as predicates on (candidate, requester).
 bool below(const pool_record& q, const pool_record& r) {
   return q.released.load(std::memory_order_acquire) || q.priority() < r.priority();
@@ -137,11 +139,14 @@ block* engine::grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t
     for (pool_record* q : peers) {
       if (block* b = drain(q, false)) return b;
     }
-    for (pool_record* q : pools_where(reclaimer_below, p)) {
+    for (pool_record* q :
+         t_in_reclaim ? std::vector<pool_record*>{} : pools_where(reclaimer_below, p)) {
+      t_in_reclaim = true;  // a callback that allocates under pressure calls no callback
       try {
         (void)q->options.reclaim(q->id, seg_size);
       } catch (...) {  // a failing callback freed what it freed
       }
+      t_in_reclaim = false;
       poll_pending(true);
       if (block* b = drain(q, false)) return b;
     }
