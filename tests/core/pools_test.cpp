@@ -185,6 +185,27 @@ TEST(pools, PressureTakesLowerCachesThenCallsBackThenFails) {
   expect_device_matches(*r.alloc, *r.dev);
 }
 
+TEST(pools, AnAllocationInsideAReclaimCallbackCallsNoCallback) {
+  rig r("memory_limit:80MiB,gc_threshold:0");
+  allocator* a = r.alloc.get();
+  int calls = 0;
+  pool_id mid = default_pool;
+  const pool_id low = r.tenant("low", -1, 0, 0, [&](pool_id, std::size_t) -> std::size_t {
+    ++calls;  // allocating in `mid` meets pressure too, which would call this again
+    EXPECT_THROW((void)a->allocate(40 * MiB, s(9), mid), out_of_memory);
+    return 0;
+  });
+  mid = r.tenant("mid", 0);
+  const pool_id high = r.tenant("high", 1);
+  void* p = r.alloc->allocate(40 * MiB, s(1), low);
+  void* q = r.alloc->allocate(40 * MiB, s(1), low);
+  EXPECT_THROW((void)r.alloc->allocate(40 * MiB, s(2), high), out_of_memory);
+  EXPECT_EQ(calls, 1);
+  r.alloc->deallocate(p);
+  r.alloc->deallocate(q);
+  expect_stats_match_snapshot(*r.alloc);
+}
+
 TEST(pools, ALowerPriorityTakesAHigherCacheOnlyAboveItsGuarantee) {
   rig r("memory_limit:200MiB,gc_threshold:0");
   const pool_id high = r.tenant("high", 1, 0, 80 * MiB);
