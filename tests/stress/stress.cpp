@@ -138,7 +138,10 @@ class stress {
     const auto start = std::chrono::steady_clock::now();
     std::atomic<bool> stop{false};
     std::thread monitor([&] {
-      while (!stop.load(std::memory_order_acquire)) check_stats_sane(a_->stats());
+      while (!stop.load(std::memory_order_acquire)) {
+        check_stats_sane(a_->stats());  // takes every stream lock: leave the workers room
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     });
     for (unsigned r = 0; r < opt_.rounds; ++r) {
       std::vector<std::thread> threads;
