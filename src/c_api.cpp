@@ -152,10 +152,16 @@ pool_options to_options(const cachalot_pool_options& given) {
   std::memcpy(&o, &given, std::min(given.size, sizeof o));
   pool_options out;
   if (o.name != nullptr) out.name = o.name;
-  if (o.type != CACHALOT_POOL_TENANT && o.type != CACHALOT_POOL_GRAPH) {
-    throw invalid_argument("cachalot_pool_create: unknown pool type", __FILE__, __LINE__);
+  // A C caller may store any int in the enum: read it as one (an invalid enum value is
+  // undefined behaviour in C++).
+  static_assert(sizeof(cachalot_pool_type) == sizeof(int));
+  int type = 0;
+  std::memcpy(&type, &o.type, sizeof type);
+  if (type != CACHALOT_POOL_TENANT && type != CACHALOT_POOL_GRAPH) {
+    throw invalid_argument("cachalot_pool_create: unknown pool type " + std::to_string(type),
+                           __FILE__, __LINE__);
   }
-  out.type = o.type == CACHALOT_POOL_GRAPH ? pool_type::graph : pool_type::tenant;
+  out.type = type == CACHALOT_POOL_GRAPH ? pool_type::graph : pool_type::tenant;
   out.limit = o.limit;
   out.guarantee = o.guarantee;
   out.priority = o.priority;
