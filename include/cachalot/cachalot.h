@@ -115,16 +115,16 @@ typedef size_t (*cachalot_reclaim_fn)(void* context, cachalot_pool_id pool, size
 /** Options of cachalot_pool_create. Zero-initialize, set `size` to sizeof(cachalot_pool_options)
  *  (later versions append fields; fields beyond `size` take their defaults). */
 typedef struct cachalot_pool_options {
-  size_t size;                  /**< sizeof(cachalot_pool_options) */
-  const char* name;             /**< name in messages and summaries (NULL: "pool <id>") */
-  cachalot_pool_type type;      /**< tenant or graph pool */
-  size_t limit;                 /**< most bytes the pool may reserve; 0: no limit */
-  size_t guarantee;             /**< bytes no other pool may take */
-  int priority;                 /**< higher is more important; the default pool has 0 */
-  cachalot_reclaim_fn reclaim;  /**< optional reclaim callback */
-  void* reclaim_context;        /**< passed to `reclaim` */
-  int declares_capture;         /**< graph pools: routes announce a capture (see pool.hpp);
-                                     set it to 1 unless the pool is never captured */
+  size_t size;                 /**< sizeof(cachalot_pool_options) */
+  const char* name;            /**< name in messages and summaries (NULL: "pool <id>") */
+  cachalot_pool_type type;     /**< tenant or graph pool */
+  size_t limit;                /**< most bytes the pool may reserve; 0: no limit */
+  size_t guarantee;            /**< bytes no other pool may take */
+  int priority;                /**< higher is more important; the default pool has 0 */
+  cachalot_reclaim_fn reclaim; /**< optional reclaim callback */
+  void* reclaim_context;       /**< passed to `reclaim` */
+  int declares_capture;        /**< graph pools: routes announce a capture (see pool.hpp);
+                                    set it to 1 unless the pool is never captured */
 } cachalot_pool_options;
 
 /** Creates a pool with one reference; `*out` receives its id. */
