@@ -148,7 +148,6 @@ cachalot_status copy_text(const std::string& text, char* buf, std::size_t capaci
 // The C pool options as C++ options: fields beyond `size` keep their defaults.
 pool_options to_options(const cachalot_pool_options& given) {
   cachalot_pool_options o{};
-  o.declares_capture = 1;
   std::memcpy(&o, &given, std::min(given.size, sizeof o));
   pool_options out;
   if (o.name != nullptr) out.name = o.name;
@@ -165,7 +164,7 @@ pool_options to_options(const cachalot_pool_options& given) {
   out.limit = o.limit;
   out.guarantee = o.guarantee;
   out.priority = o.priority;
-  out.declares_capture = o.declares_capture != 0;
+  out.declares_capture = o.never_captured == 0;
   if (o.reclaim != nullptr) {
     out.reclaim = [fn = o.reclaim, ctx = o.reclaim_context](pool_id p, std::size_t n) {
       return fn(ctx, p, n);

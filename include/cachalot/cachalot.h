@@ -123,8 +123,8 @@ typedef struct cachalot_pool_options {
   int priority;                /**< higher is more important; the default pool has 0 */
   cachalot_reclaim_fn reclaim; /**< optional reclaim callback */
   void* reclaim_context;       /**< passed to `reclaim` */
-  int declares_capture;        /**< graph pools: routes announce a capture (see pool.hpp);
-                                    set it to 1 unless the pool is never captured */
+  int never_captured;          /**< graph pools: nonzero if the pool is never captured
+                                    (then its routes announce no capture; see pool.hpp) */
 } cachalot_pool_options;
 
 /** Creates a pool with one reference; `*out` receives its id. */

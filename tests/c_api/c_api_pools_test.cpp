@@ -22,7 +22,6 @@ cachalot_pool_options options(const char* name, cachalot_pool_type type, int pri
   o.name = name;
   o.type = type;
   o.priority = priority;
-  o.declares_capture = 1;
   return o;
 }
 
