@@ -71,6 +71,8 @@ main() {
     --target-replay "simulated device, capacity 1.2x each trace's peak (targets)" \
     --plots "$OUT/plots/ (requested, allocated and reserved bytes over each replay)" \
     --device "$device" | tee "$OUT/report.txt"
+  say "memory pools: cache-hit cost and the two-tenant replay (scripts/pools-job.sh)"
+  scripts/pools-job.sh "$BUILD" "$OUT" | tee "$OUT/report-pools.txt"
   say "done in $((SECONDS - start)) s; report in $OUT/report.txt, plots in $OUT/plots/"
 }
 

@@ -54,6 +54,40 @@ std::size_t allocator::allocation_size(const void* ptr) const {
 bool allocator::owns(const void* ptr) const noexcept {
   return engine_->owns(ptr);
 }
+pool_id allocator::create_pool(const pool_options& options) {
+  return engine_->create_pool(options);
+}
+void allocator::retain_pool(pool_id pool) {
+  engine_->retain_pool(pool);
+}
+void allocator::release_pool(pool_id pool) {
+  engine_->release_pool(pool);
+}
+void allocator::begin_allocate_to_pool(pool_id pool, stream_t stream) {
+  engine_->begin_allocate_to_pool(pool, stream, stream_filter{});
+}
+void allocator::begin_allocate_to_pool(pool_id pool, stream_filter filter) {
+  if (!filter) {
+    throw invalid_argument("begin_allocate_to_pool: the stream filter is empty", __FILE__,
+                           __LINE__);
+  }
+  engine_->begin_allocate_to_pool(pool, nullptr, std::move(filter));
+}
+void allocator::end_allocate_to_pool(pool_id pool) {
+  engine_->end_allocate_to_pool(pool);
+}
+void* allocator::allocate(std::size_t bytes, stream_t stream, pool_id pool) {
+  return engine_->allocate(bytes, stream, pool);
+}
+pool_id allocator::pool_of(const void* ptr) const {
+  return engine_->pool_of(ptr);
+}
+memory_stats allocator::stats(pool_id pool) const {
+  return engine_->stats(pool);
+}
+std::vector<pool_info> allocator::pools() const {
+  return engine_->pools();
+}
 const config& allocator::get_config() const noexcept {
   return engine_->get_config();
 }

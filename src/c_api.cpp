@@ -3,6 +3,7 @@
 // A handle is a small tombstone-able record: cachalot_destroy frees the allocator but keeps the
 // record, marked dead, so that a later call through a stale handle is reported as an error
 // instead of touching freed memory.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -168,7 +169,7 @@ cachalot_status copy_text(const std::string& text, char* buf, std::size_t capaci
   return CACHALOT_SUCCESS;
 }
 
-void fill_stats(const allocator& a, cachalot_stats* out) {
+void fill_stats(const memory_stats& s, std::size_t max_split_size, cachalot_stats* out) {
   if (out == nullptr) throw invalid_argument("stats output is NULL", __FILE__, __LINE__);
   const std::uint64_t size = out->size;
   if (size < sizeof(std::uint64_t) || size % sizeof(std::uint64_t) != 0) {
@@ -176,10 +177,43 @@ void fill_stats(const allocator& a, cachalot_stats* out) {
                                ": set it to sizeof(cachalot_stats) (cachalot_stats_init)",
                            __FILE__, __LINE__);
   }
-  const cachalot_stats full = full_stats(a.stats(), a.get_config().max_split_size);
+  const cachalot_stats full = full_stats(s, max_split_size);
   const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(size, sizeof full));
   std::memcpy(out, &full, n);  // bytes past n, which this library does not know, stay as they are
   out->size = n;
+}
+
+void fill_stats(const allocator& a, cachalot_stats* out) {
+  fill_stats(a.stats(), a.get_config().max_split_size, out);
+}
+
+// The C pool options as C++ options: fields beyond `size` keep their defaults.
+pool_options to_options(const cachalot_pool_options& given) {
+  cachalot_pool_options o{};
+  std::memcpy(&o, &given, std::min(given.size, sizeof o));
+  pool_options out;
+  if (o.name != nullptr) out.name = o.name;
+  // A C caller may store any int in the enum: read it as one (an invalid enum value is
+  // undefined behaviour in C++).
+  static_assert(sizeof(cachalot_pool_type) == sizeof(int));
+  int type = 0;
+  std::memcpy(&type, &o.type, sizeof type);
+  if (type != CACHALOT_POOL_TENANT && type != CACHALOT_POOL_GRAPH) {
+    throw invalid_argument("cachalot_pool_create: unknown pool type " + std::to_string(type),
+                           __FILE__, __LINE__);
+  }
+  out.type = type == CACHALOT_POOL_GRAPH ? pool_type::graph : pool_type::tenant;
+  out.limit = o.limit;
+  out.guarantee = o.guarantee;
+  out.priority = o.priority;
+  out.declares_capture = o.never_captured == 0;
+  if (o.reclaim != nullptr) {
+    out.reclaim = [fn = o.reclaim, ctx = o.reclaim_context](pool_id p, std::size_t n) {
+      return fn(ctx, p, n);
+    };
+  }
+  return out;
+}
 }
 
 }  // namespace cachalot::detail
@@ -302,6 +336,75 @@ cachalot_status cachalot_set_oom_callback(cachalot_allocator* a, cachalot_oom_ca
         },
         max_retries);
   });
+}
+
+cachalot_status cachalot_pool_create(cachalot_allocator* a, const cachalot_pool_options* options,
+                                     cachalot_pool_id* out) {
+  if (options == nullptr || out == nullptr || options->size == 0) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT,
+                        "cachalot_pool_create: options or out is NULL, or options->size is 0");
+  }
+  return with(a, "cachalot_pool_create",
+              [&](allocator& x) { *out = x.create_pool(detail::to_options(*options)); });
+}
+
+cachalot_status cachalot_pool_retain(cachalot_allocator* a, cachalot_pool_id pool) {
+  return with(a, "cachalot_pool_retain", [&](allocator& x) { x.retain_pool(pool); });
+}
+
+cachalot_status cachalot_pool_release(cachalot_allocator* a, cachalot_pool_id pool) {
+  return with(a, "cachalot_pool_release", [&](allocator& x) { x.release_pool(pool); });
+}
+
+cachalot_status cachalot_pool_begin_allocate(cachalot_allocator* a, cachalot_pool_id pool,
+                                             void* stream) {
+  return with(a, "cachalot_pool_begin_allocate",
+              [&](allocator& x) { x.begin_allocate_to_pool(pool, stream); });
+}
+
+cachalot_status cachalot_pool_begin_allocate_filtered(cachalot_allocator* a, cachalot_pool_id pool,
+                                                      cachalot_stream_filter filter,
+                                                      void* context) {
+  if (filter == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT,
+                        "cachalot_pool_begin_allocate_filtered: filter is NULL");
+  }
+  return with(a, "cachalot_pool_begin_allocate_filtered", [&](allocator& x) {
+    x.begin_allocate_to_pool(pool,
+                             [filter, context](stream_t s) { return filter(context, s) != 0; });
+  });
+}
+
+cachalot_status cachalot_pool_end_allocate(cachalot_allocator* a, cachalot_pool_id pool) {
+  return with(a, "cachalot_pool_end_allocate", [&](allocator& x) { x.end_allocate_to_pool(pool); });
+}
+
+cachalot_status cachalot_pool_malloc(cachalot_allocator* a, cachalot_pool_id pool, void** out,
+                                     size_t size, void* stream) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_malloc: out is NULL");
+  }
+  *out = nullptr;
+  return with(a, "cachalot_pool_malloc",
+              [&](allocator& x) { *out = x.allocate(size, stream, pool); });
+}
+
+cachalot_status cachalot_pool_of(cachalot_allocator* a, const void* ptr, cachalot_pool_id* out) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_of: out is NULL");
+  }
+  return with(a, "cachalot_pool_of", [&](allocator& x) { *out = x.pool_of(ptr); });
+}
+
+cachalot_status cachalot_pool_get_stats(cachalot_allocator* a, cachalot_pool_id pool,
+                                        cachalot_stats* out) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_get_stats: out is NULL");
+  }
+  return with(a, "cachalot_pool_get_stats",
+              [&](allocator& x) {
+                detail::fill_stats(x.stats(pool), x.get_config().max_split_size, out);
+              });
 }
 
 }  // extern "C"

@@ -83,6 +83,7 @@ void engine::check_poison(const block* b, stream_t stream) {
   std::size_t last = b->size;
   while (last > offset && p[last - 1] == poison_byte) --last;
   gstats_.num_use_after_free.fetch_add(1, std::memory_order_relaxed);
+  b->owner->pool->num_use_after_free.fetch_add(1, std::memory_order_relaxed);
   const std::string msg = fmt::format(
       "cachalot: checked mode: use-after-free write: the block at {:#x} ({} B, stream {}) was "
       "written while free, bytes {}..{} (first changed byte {:#04x}); it is handed out anyway",

@@ -1,6 +1,6 @@
 // The engine's construction, teardown, stream registry and queries (stats, snapshot, pointer
 // queries). The allocation hot path is inline in detail/engine.hpp; the cold paths are in
-// engine_slow.cpp.
+// engine_slow.cpp; memory pools and routing in pool.cpp.
 #include "detail/engine.hpp"
 
 #include <algorithm>
@@ -13,7 +13,7 @@ namespace cachalot::detail {
 namespace {
 std::atomic<std::uint64_t> next_engine_id{1};
 
-std::size_t resolve_limit(const config& cfg, std::size_t total) {
+std::size_t resolve_limit_of(const config& cfg, std::size_t total) {
   if (cfg.memory_fraction > 0.0) {
     return std::max<std::size_t>(
         1, static_cast<std::size_t>(static_cast<long double>(total) * cfg.memory_fraction));
@@ -22,10 +22,15 @@ std::size_t resolve_limit(const config& cfg, std::size_t total) {
 }
 }  // namespace
 
+std::uint64_t unique_key() noexcept {
+  return next_engine_id.fetch_add(1, std::memory_order_relaxed);
+}
+
 engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
-    : cfg_(cfg),
-      backend_(std::move(backend)),
-      id_(next_engine_id.fetch_add(1, std::memory_order_relaxed)) {
+    : cfg_(cfg), backend_(std::move(backend)), id_(unique_key()), route_key_(id_) {
+  pool_options defaults;
+  defaults.name = "default";
+  pools_.push_back(std::make_unique<pool_record>(default_pool, defaults));
   cfg_.validate();
   CACHALOT_EXPECTS(backend_ != nullptr, invalid_argument, "allocator: backend is null");
   device_total_ = backend_->memory_info().total;
@@ -34,7 +39,7 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   max_split_size_ = cfg_.max_split_size;
   small_split_remainder_ = cfg_.small_split_remainder;
   large_split_remainder_ = cfg_.large_split_remainder;
-  memory_limit_ = resolve_limit(cfg_, device_total_);
+  memory_limit_ = resolve_limit_of(cfg_, device_total_);
   // get_config() keeps the resolved limit in bytes, so that its to_string() parses back to it;
   // the resolved limit must still hold a segment (and the reserve).
   cfg_.memory_limit = memory_limit_;
@@ -93,6 +98,7 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
 engine::~engine() {
   // Never throws: complete what is pending where the device still answers, then return every
   // segment, live or not, and every event.
+  end_all_routes();
   try {
     poll_pending(true);
   } catch (...) {
@@ -108,7 +114,7 @@ engine::~engine() {
     } catch (...) {
     }
   }
-  for (stream_state* ss : state_list_) {
+  const auto release_all = [this](stream_state* ss) noexcept {
     for (segment* seg = ss->segments; seg != nullptr;) {
       segment* next = seg->next;
       if (seg->expandable()) {
@@ -123,7 +129,9 @@ engine::~engine() {
       seg = next;
     }
     ss->segments = nullptr;
-  }
+  };
+  for (stream_state* ss : state_list_) release_all(ss);
+  for (const auto& ss : parked_) release_all(ss.get());  // empty, unless misused
   if (arena_) {
     try {
       backend_->free_segment(reinterpret_cast<void*>(arena_->base()), arena_->size());
@@ -134,23 +142,31 @@ engine::~engine() {
 }
 
 stream_state& engine::state_for_slow(stream_t stream) {
+  // Under registry_mutex_: the pool a route takes `stream` to, most recent route first.
+  const auto route = [this, stream]() -> pool_record& {
+    for (auto it = routes_.rbegin(); it != routes_.rend(); ++it) {
+      if (it->takes(stream)) return *it->pool;
+    }
+    return *pools_[0];
+  };
   stream_state* state = nullptr;
+  std::uint64_t key = 0;
+  bool cacheable = false;  // a filter's answer may change from call to call: never cached
   {
     std::shared_lock<std::shared_mutex> lock(registry_mutex_);
-    if (auto it = registry_.find(stream); it != registry_.end()) state = it->second.get();
+    if (auto it = registry_.find(state_key{&route(), stream}); it != registry_.end()) {
+      state = it->second.get();
+    }
+    key = route_key_.load(std::memory_order_relaxed);
+    cacheable = filter_routes_ == 0;
   }
   if (state == nullptr) {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
-    auto& slot = registry_[stream];
-    if (!slot) {
-      slot = std::make_unique<stream_state>(stream);
-      state_list_.push_back(slot.get());
-    }
-    state = slot.get();
+    state = &state_of(route(), stream);  // routes may have changed: decide again
+    key = route_key_.load(std::memory_order_relaxed);
+    cacheable = filter_routes_ == 0;
   }
-  stream_cache& c = t_stream_cache;
-  c.entries[c.next] = stream_cache::entry{id_, stream, state};
-  c.next = (c.next + 1) % static_cast<unsigned>(c.entries.size());
+  if (cacheable) remember(t_stream_cache, key, stream, state, default_pool);
   return *state;
 }
 
@@ -176,9 +192,18 @@ void engine::record_stream(void* ptr, stream_t stream) {
   }
 }
 
-memory_stats engine::stats() const {
+memory_stats engine::stats_of(const pool_record* only) const {
   memory_stats s;
   all_streams_lock all(*this);
+  std::vector<const stream_state*> list;
+  for (const stream_state* ss : all.streams()) {
+    if (only == nullptr || ss->pool == only) list.push_back(ss);
+  }
+  std::vector<const stream_stats*> retired;  // counters of states that left their pools
+  for (const auto& p : pools_) {  // pools_ changes only under stats_mutex_, which `all` holds
+    if (only == nullptr || p.get() == only) retired.push_back(&p->retired_totals);
+  }
+  const std::uint64_t(*peaks)[pool_count + 1] = only == nullptr ? nullptr : only->peaks.peak;
   pool_stats* groups[quantity_count] = {};
   groups[q_requested] = &s.requested_bytes;
   groups[q_allocated] = &s.allocated_bytes;
@@ -189,7 +214,7 @@ memory_stats engine::stats() const {
   groups[q_segments] = &s.segments;
   for (std::size_t q = 0; q < quantity_count; ++q) {
     stat* by_pool[pool_count + 1] = {&groups[q]->small, &groups[q]->large, &groups[q]->all};
-    for (const stream_state* ss : all.streams()) {
+    for (const stream_state* ss : list) {
       for (std::size_t p = 0; p < pool_count; ++p) {
         for (stat* st : {by_pool[p], by_pool[pool_count]}) {
           st->current += ss->stats.current(q, p);
@@ -198,12 +223,29 @@ memory_stats engine::stats() const {
         }
       }
     }
+    for (const stream_stats* r : retired) {  // their current values are 0
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        for (stat* st : {by_pool[p], by_pool[pool_count]}) {
+          st->allocated += r->increases(q, p);
+          st->freed += r->decreases(q, p);
+        }
+      }
+    }
     // Peaks are raised when `all` is released; they are at least the totals just summed.
     for (std::size_t p = 0; p <= pool_count; ++p) {
-      by_pool[p]->peak = std::max(gstats_.peak(q, p), by_pool[p]->current);
+      const std::uint64_t peak = peaks == nullptr ? gstats_.peak(q, p) : peaks[q][p];
+      by_pool[p]->peak = std::max(peak, by_pool[p]->current);
     }
   }
-  for (const stream_state* ss : all.streams()) {
+  for (const stream_stats* r : retired) {
+    s.num_allocs += r->num_allocs;
+    s.num_frees += r->num_frees;
+    s.num_oversize_allocs += r->num_oversize;
+    s.num_deferred_frees += r->num_deferred;
+    s.num_segment_allocs += r->num_segment_allocs;
+    s.num_segment_frees += r->num_segment_frees;
+  }
+  for (const stream_state* ss : list) {
     s.num_allocs += ss->stats.num_allocs;
     s.num_frees += ss->stats.num_frees;
     s.num_oversize_allocs += ss->stats.num_oversize;
@@ -224,17 +266,26 @@ memory_stats engine::stats() const {
       s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
     }
   }
-  s.num_streams = all.streams().size();
-  s.num_ooms = gstats_.num_ooms.load(std::memory_order_relaxed);
-  s.num_alloc_retries = gstats_.num_retries.load(std::memory_order_relaxed);
+  s.num_streams = list.size();
   s.num_cache_flushes = gstats_.num_flushes.load(std::memory_order_relaxed);
   s.num_device_syncs = gstats_.num_syncs.load(std::memory_order_relaxed);
-  s.num_use_after_free_writes = gstats_.num_use_after_free.load(std::memory_order_relaxed);
+  if (only == nullptr) {
+    s.num_ooms = gstats_.num_ooms.load(std::memory_order_relaxed);
+    s.num_alloc_retries = gstats_.num_retries.load(std::memory_order_relaxed);
+    s.num_use_after_free_writes = gstats_.num_use_after_free.load(std::memory_order_relaxed);
+  } else {
+    s.num_ooms = only->num_ooms.load(std::memory_order_relaxed);
+    s.num_alloc_retries = only->num_retries.load(std::memory_order_relaxed);
+    s.num_use_after_free_writes = only->num_use_after_free.load(std::memory_order_relaxed);
+  }
   return s;
 }
 
 void engine::reset_peak_stats() {
   all_streams_lock all(*this, nullptr, true);
+  // Pools with no stream state now have no current value: their peaks become 0. (The others'
+  // are set from their totals when `all` is released.) pools_ changes only under stats_mutex_.
+  for (const auto& p : pools_) p->peaks = pool_peaks{};
 }
 
 memory_snapshot engine::snapshot() const {
@@ -249,6 +300,7 @@ memory_snapshot engine::snapshot() const {
       info.pool = seg->pool;
       info.expandable = seg->expandable();
       info.range_size = seg->range_size;
+      info.memory_pool = ss->pool->id;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         // A span being mapped or unmapped shows as the hole it is (or will be) in the stats.
         if (b->state == block_state::unmapped && !info.blocks.empty() &&

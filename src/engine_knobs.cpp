@@ -79,6 +79,17 @@ void engine::start_reserve() {
                                            alignment);
 }
 
+void* engine::carve_reserve(pool_record& pool, std::size_t bytes) {
+  // The reserve's room was taken from the memory limit at start; a carved segment counts only
+  // against its pool's own limit (and the pool's reserved bytes, for guarantees).
+  std::lock_guard<std::mutex> lock(budget_mutex_);
+  const std::size_t mine = pool.committed.load(std::memory_order_relaxed);
+  if (pool.options.limit != 0 && mine + bytes > pool.options.limit) return nullptr;
+  void* p = arena_->carve(bytes);
+  if (p != nullptr) pool.committed.fetch_add(bytes, std::memory_order_relaxed);
+  return p;
+}
+
 void engine::return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve) {
   *to_reserve = arena_ && arena_->give_back(base, size);
   if (!*to_reserve) backend_->free_segment(reinterpret_cast<void*>(base), size);

@@ -20,19 +20,36 @@ std::size_t engine::segment_size_for(pool_kind pool, std::size_t rounded) const 
   return (rounded + r - 1) / r * r;
 }
 
-void* engine::grow(std::size_t bytes, stream_t stream) {
-  if (arena_) {  // carved from the reserve: no device call, room counted at start
-    if (void* p = arena_->carve(bytes)) return p;
+void* engine::grow(std::size_t bytes, stream_t stream, pool_record& pool, bool in_capture,
+                   refusal* why) {
+  if (arena_) {
+    if (void* p = carve_reserve(pool, bytes)) return p;  // no device call (engine_knobs.cpp)
   }
-  if (!gstats_.reserve_room(bytes, memory_limit_)) return nullptr;
+  if (const refusal r = reserve_room(pool, bytes); r != refusal::none) {
+    *why = r;
+    return nullptr;
+  }
   void* base = nullptr;
   try {
-    base = backend_->allocate_segment(bytes, stream);
+    // cudaMalloc is "potentially unsafe" during a capture: legal in relaxed mode, which is what
+    // a graph pool growing during its capture (PyTorch's way) and eager work on a stream that
+    // is not captured while a capture may be under way (on this thread or another) both use.
+    // The segment is not part of any graph either way.
+    capture_tracker::section fence(captures_);
+    if (in_capture || fence.underway()) {
+      capture_mode_scope mode(*backend_, capture_mode::relaxed);
+      base = backend_->allocate_segment(bytes, stream);
+    } else {
+      base = backend_->allocate_segment(bytes, stream);
+    }
   } catch (...) {
-    gstats_.release_room(bytes);
+    release_room(pool, bytes);
     throw;
   }
-  if (base == nullptr) gstats_.release_room(bytes);
+  if (base == nullptr) {
+    release_room(pool, bytes);
+    *why = refusal::device;
+  }
   return base;
 }
 
@@ -74,6 +91,7 @@ block* engine::take_all_locked(stream_state& ss, pool_kind pool, std::size_t rou
 block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, bool over_ceiling) {
   const stream_t stream = ss.stream;
+  pool_record& mp = *ss.pool;
   // 0. A block fits but its stats crossed this stream's ceiling: redo with every stream locked.
   if (over_ceiling) {
     if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
@@ -84,14 +102,13 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   if (need > device_total_ || (memory_limit_ != 0 && need > memory_limit_)) {
     fail_oom(requested, stream, "the request can never fit on this device or under the limit");
   }
-  if (backend_->is_capturing(stream)) {
-    if (tracer_) tracer_->on_allocate_failure(requested, stream);
-    CACHALOT_FAIL(not_supported,
-                  "cannot allocate {} on stream {}: it is being captured into a CUDA graph and "
-                  "the cache holds no free block that fits; allocate before capture (warm-up) "
-                  "so that the capture is served from the cache",
-                  format_bytes(requested), detail::ptr(stream));
+  if (mp.options.limit != 0 && need > mp.options.limit) {
+    fail_oom(requested, stream, "the request can never fit under the pool's limit", &mp);
   }
+  if (draining_.load(std::memory_order_acquire) != 0) drain_released();
+  // During a capture of this stream: grow its graph pool (docs/cuda.md), nothing else.
+  if (backend_->is_capturing(stream))
+    return grow_in_capture(ss, pool, rounded, requested, seg_size);
   // 1. Blocks whose events have completed may fit.
   if (pending_count_.load(std::memory_order_acquire) != 0) {
     poll_pending(false);  // in pass-through mode this also returns their segments
@@ -102,32 +119,38 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // 2. A new segment. Near the limit, cached segments nothing fits in are returned first
   // (largest first, only as many as needed), so that reserved memory stays close to what is in
   // use.
+  // 2. A new segment (or chunks). Near the limit, cached memory nothing fits in is returned
+  // first (released and lower-priority pools first, largest first, only as much as needed), so
+  // that reserved memory stays close to what is in use.
   if (const std::size_t mark = growth_mark();
       mark != 0 && gstats_.committed() + need > mark &&
       !(arena_ && !expandable_ && arena_->fits(seg_size))) {  // the reserve may still supply it
-    release_cached(mark > need ? mark - need : 0, true);
+    gc_release(mp, mark > need ? mark - need : 0);
   }
-  if (block* b = grow_memory(ss, pool, rounded, requested, seg_size)) return b;
-  // 3. Complete pending events, release every cached segment, retry.
-  gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
-  poll_pending(true);
-  release_cached(0, false);
-  if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
-  if (block* b = grow_memory(ss, pool, rounded, requested, seg_size)) return b;
+  refusal why = refusal::none;
+  if (block* b = grow_memory(ss, pool, rounded, requested, seg_size, &why)) return b;
+  // 3. Complete pending events, release cached memory in priority order (pool_reclaim.cpp),
+  // retry.
+  const char* reason = nullptr;
+  if (block* b = grow_under_pressure(ss, pool, rounded, requested, seg_size, why, &reason)) {
+    return b;
+  }
   // 4. The user's out-of-memory callback may free memory and ask for a retry (engine_knobs.cpp).
   if (has_oom_callback_.load(std::memory_order_acquire)) [[unlikely]] {
     if (block* b = retry_after_oom_callback(ss, pool, rounded, requested)) return b;
   }
-  fail_oom(requested, stream, "the device cannot supply a new segment");
+  fail_oom(requested, stream, reason, &mp);
 }
 
 void engine::fail_impossible(std::size_t bytes, stream_t stream) {
   fail_oom(bytes, stream, "the size is beyond any device");
 }
 
-void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
+void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why,
+                      const pool_record* pool) {
   if (quiet_oom()) throw oom_retry{};  // a retry the callback asked for: its caller decides
   gstats_.num_ooms.fetch_add(1, std::memory_order_relaxed);
+  if (pool != nullptr) pool->num_ooms.fetch_add(1, std::memory_order_relaxed);
   if (tracer_) tracer_->on_allocate_failure(bytes, stream);
   const memory_stats s = stats();
   oom_info info;
@@ -136,12 +159,14 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
   info.allocated_bytes = s.allocated_bytes.all.current;
   info.largest_free_block = s.largest_free_block;
   info.memory_limit = memory_limit_;
+  info.device_total = device_total_;
   try {
-    const device_memory_info mi = backend_->memory_info();
-    info.device_total = mi.total;
-    info.device_free = mi.free;
+    if (!capture_underway()) {  // cudaMemGetInfo is no call to make during a capture
+      const device_memory_info mi = backend_->memory_info();
+      info.device_total = mi.total;
+      info.device_free = mi.free;
+    }
   } catch (...) {
-    info.device_total = device_total_;
   }
   std::string limit =
       memory_limit_ != 0 ? fmt::format(", memory limit {}", format_bytes(memory_limit_)) : "";
@@ -153,11 +178,21 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why) {
                   : "Hint: if reserved but unallocated memory is large, fragmentation is the "
                     "cause: set expandable_segments:1 or max_split_size, free cached memory with "
                     "empty_cache(), or raise the memory limit.";
+  std::string in_pool;
+  if (pool != nullptr && pool->id != default_pool) {
+    info.pool = pool->id;
+    info.pool_limit = pool->options.limit;
+    info.pool_reserved = pool->committed.load(std::memory_order_relaxed);
+    in_pool =
+        fmt::format(" in pool '{}' (id {}, limit {}, {} reserved)", pool->options.name, pool->id,
+                    pool->options.limit == 0 ? "none" : format_bytes(pool->options.limit),
+                    format_bytes(info.pool_reserved));
+  }
   std::string msg = fmt::format(
-      "cachalot: out of memory: tried to allocate {} on device {} (stream {}): {}. Device "
+      "cachalot: out of memory: tried to allocate {}{} on device {} (stream {}): {}. Device "
       "capacity {}, {} free{}; this allocator has {} reserved{}, {} allocated, {} reserved but "
       "unallocated, largest free block {}. {}",
-      format_bytes(bytes), backend_->device(), fmt::ptr(stream), why,
+      format_bytes(bytes), in_pool, backend_->device(), fmt::ptr(stream), why,
       format_bytes(info.device_total), format_bytes(info.device_free), limit,
       format_bytes(info.reserved_bytes), mapped, format_bytes(info.allocated_bytes),
       format_bytes(info.reserved_bytes - info.allocated_bytes),
@@ -246,16 +281,25 @@ void engine::defer_free(block* b, std::vector<stream_t> used_on,
                         const std::vector<stream_t>& streams) {
   stream_state& ss = *b->owner;
   std::vector<event_t> events;
+  std::vector<stream_t> unrecorded;
   try {
-    for (stream_t s : streams) {
-      if (backend_->is_capturing(s)) {
-        CACHALOT_FAIL(not_supported,
-                      "cannot free {:#x}: it was used on stream {}, which is being captured into a "
-                      "CUDA graph; free it after the capture ends",
-                      b->addr, fmt::ptr(s));
+    // While a capture may be under way, an event recorded on a capturing stream would join the
+    // capture (and could never be queried): record them once every capture ended.
+    capture_tracker::section fence(captures_);
+    bool later = fence.underway();
+    for (std::size_t i = 0; i < streams.size() && !later; ++i) {
+      if (backend_->is_capturing(streams[i])) {
+        captures_.observe(backend_, streams[i]);
+        later = true;
       }
-      events.push_back(acquire_event());
-      backend_->record_event(events.back(), s);
+    }
+    if (later) {
+      unrecorded = streams;
+    } else {
+      for (stream_t s : streams) {
+        events.push_back(acquire_event());
+        backend_->record_event(events.back(), s);
+      }
     }
   } catch (...) {
     for (event_t e : events) recycle_event(e);
@@ -282,7 +326,7 @@ void engine::defer_free(block* b, std::vector<stream_t> used_on,
     ++ss.stats.num_pending;
   }
   std::lock_guard<std::mutex> lock(pending_mutex_);
-  pending_.push_back(pending_free{b, std::move(events)});
+  pending_.push_back(pending_free{b, std::move(events), std::move(unrecorded)});
   pending_count_.fetch_add(1, std::memory_order_release);
 }
 
@@ -295,8 +339,23 @@ void engine::poll_pending(bool wait) {
   std::exception_ptr error;
   bool synced = false;
   {
+    capture_tracker::section fence(captures_);
+    if (fence.underway()) return;  // no event call while a capture may be under way
     std::lock_guard<std::mutex> lock(pending_mutex_);
     try {
+      for (pending_free& p : pending_) {  // frees made during a capture: record their events now
+        while (!p.unrecorded.empty()) {
+          event_t e = acquire_event();
+          try {
+            backend_->record_event(e, p.unrecorded.back());
+          } catch (...) {
+            recycle_event(e);
+            throw;
+          }
+          p.events.push_back(e);
+          p.unrecorded.pop_back();
+        }
+      }
       for (std::size_t i = 0; i < pending_.size();) {
         std::vector<event_t>& events = pending_[i].events;
         for (std::size_t j = 0; j < events.size();) {
@@ -378,6 +437,11 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
   // critical section that unlinks the segment, before the device takes it back: stats and
   // snapshot always agree, and no stats() ever counts memory the device may already have
   // handed to another segment. (Room under the memory limit is returned only afterwards.)
+  // A graph pool keeps its segments until released; no segment is freed while a capture may
+  // be under way (cudaFree synchronizes, which a capture forbids): it stays cached until then.
+  if (ss.pool->pinned()) return false;
+  capture_tracker::section fence(captures_);
+  if (fence.underway()) return false;
   stats_delta d;  // decreases only (inactive-split bytes are unchanged)
   d.d[q_reserved] = -static_cast<std::int64_t>(seg->size);
   d.d[q_segments] = -1;
@@ -408,7 +472,11 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     std::lock_guard<spinlock> lock(ss.lock);
     ss.nodes.release(b);
   }
-  if (!to_reserve) gstats_.release_room(seg->size);
+  if (to_reserve) {
+    ss.pool->committed.fetch_sub(seg->size, std::memory_order_relaxed);  // room stays reserved
+  } else {
+    release_room(*ss.pool, seg->size);
+  }
   delete seg;
   return true;
 }
@@ -435,7 +503,7 @@ std::size_t engine::release_cached(std::size_t target_reserved, bool largest_fir
         candidates.push_back(release_candidate{ss, seg, nullptr, seg->base, seg->size});
       }
     }
-    if (vm) collect_spans(*ss, candidates);
+    if (vm && !ss->pool->pinned()) collect_spans(*ss, candidates);  // (graph pools keep theirs)
   }
   if (largest_first) {
     std::stable_sort(
@@ -465,12 +533,14 @@ std::size_t engine::release_cached(std::size_t target_reserved, bool largest_fir
 void engine::empty_cache() {
   poll_pending(true);
   release_cached(0, false);
+  if (draining_.load(std::memory_order_acquire) != 0) drain_released();
 }
 
 std::size_t engine::trim(std::size_t target_reserved_bytes) {
   process_events();
-  if (gstats_.committed() <= target_reserved_bytes) return 0;
-  return release_cached(target_reserved_bytes, true);
+  const std::size_t drained = draining_.load(std::memory_order_acquire) != 0 ? drain_released() : 0;
+  if (gstats_.committed() <= target_reserved_bytes) return drained;
+  return drained + release_cached(target_reserved_bytes, true);
 }
 
 // --- pass-through mode -----------------------------------------------------------------------

@@ -157,21 +157,27 @@ std::size_t engine::growth_mark() const {
 }
 
 block* engine::grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded,
-                           std::size_t requested, std::size_t seg_size) {
+                           std::size_t requested, std::size_t seg_size, refusal* why) {
   if (expandable_) {
     bool no_space = false;
-    block* b = grow_expandable(ss, pool, rounded, requested, &no_space);
+    block* b = grow_expandable(ss, pool, rounded, requested, &no_space, why);
     if (!no_space) return b;
     // No address range could be reserved (address space exhausted): a fixed segment serves.
   }
-  if (void* base = grow(seg_size, ss.stream)) {
+  if (void* base = grow(seg_size, ss.stream, *ss.pool, false, why)) {
     return add_segment(ss, pool, base, seg_size, rounded, requested);
   }
   return nullptr;
 }
 
 block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
-                               std::size_t requested, bool* no_space) {
+                               std::size_t requested, bool* no_space, refusal* why) {
+  // No virtual-memory call while a CUDA graph capture may be under way anywhere (a failed map
+  // is undone by an unmap, which a capture forbids): a fixed segment serves meanwhile.
+  if (capture_underway()) {
+    *no_space = true;
+    return nullptr;
+  }
   const std::size_t band = band_of(pool, rounded);
   for (int attempt = 0;; ++attempt) {
     growth_span g;
@@ -190,9 +196,11 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
     std::size_t mapped = 0;
     std::uint64_t maps = 0, unmaps = 0;
     std::exception_ptr error;
-    if (device_has(want) && gstats_.reserve_room(want, memory_limit_)) {
+    refusal r = device_has(want) ? reserve_room(*ss.pool, want) : refusal::device;
+    if (r == refusal::none) {
       mapped = map_span(g.span, maps, unmaps, error);
-      gstats_.release_room(want - mapped);
+      release_room(*ss.pool, want - mapped);
+      if (mapped != want) r = refusal::device;
     }
     if (mapped != 0 && poison_) poison(g.span->addr, mapped);  // still invisible to others
     block* b = nullptr;
@@ -207,7 +215,10 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
     }
     if (g.fresh && mapped == 0) drop_fresh(ss, g.seg);
     if (error) std::rethrow_exception(error);
-    if (mapped != want) return nullptr;  // out of memory (the limit or the device)
+    if (mapped != want) {  // out of memory (a limit or the device)
+      *why = r;
+      return nullptr;
+    }
     if (b != nullptr) return b;
     // Another thread of this stream took the free neighbour this growth extended: plan again
     // (from the third attempt on, without counting on neighbours).

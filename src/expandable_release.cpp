@@ -17,9 +17,9 @@ namespace cachalot::detail {
 // --- release ---------------------------------------------------------------------------------
 
 bool engine::vm_allowed(stream_t stream) {
-  // The one place that asks whether mapping and unmapping are allowed for a stream's
-  // segments (not while the stream is captured into a CUDA graph).
-  return !backend_->is_capturing(stream);
+  // The one place that asks whether unmapping is allowed for a stream's segments: not while
+  // the stream, or any stream cachalot knows of, is captured into a CUDA graph.
+  return !capture_underway() && !backend_->is_capturing(stream);
 }
 
 void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out) const {
@@ -52,7 +52,11 @@ std::size_t engine::pick_span(span_batches& spans, release_candidate c, std::siz
 }
 
 std::size_t engine::release_spans(stream_state& ss, const std::vector<release_candidate>& picks) {
-  // Caller holds release_mutex_. 1. Carve the spans and count the stats (decreases only).
+  // Caller holds release_mutex_. No unmap while a capture may be under way: the fence keeps a
+  // capture from being declared until the unmaps are done.
+  capture_tracker::section fence(captures_);
+  if (fence.underway()) return 0;
+  // 1. Carve the spans and count the stats (decreases only).
   std::vector<unmap_span> spans;
   {
     std::lock_guard<spinlock> lock(ss.lock);
@@ -119,7 +123,7 @@ std::size_t engine::release_spans(stream_state& ss, const std::vector<release_ca
     ss.stats.num_chunk_unmaps += chunks;
     empty = unlink_empty(ss);
   }
-  gstats_.release_room(released);
+  release_room(*ss.pool, released);
   release_ranges(ss, empty);
   if (error) std::rethrow_exception(error);
   return released;

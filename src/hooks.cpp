@@ -35,15 +35,6 @@ cachalot_status record_failure(const char* hook) noexcept {
   return s;
 }
 
-cachalot_status graph_pools_not_implemented(const char* hook) noexcept {
-  cachalot::detail::set_last_error(
-      std::string(hook) +
-      ": CUDA graph private pools (torch.cuda.graph capture, torch.cuda.MemPool) are not "
-      "implemented in cachalot yet; capture with PyTorch's own allocator, or warm up and "
-      "capture without a private pool through cachalot's C++ API");
-  return CACHALOT_ERROR_NOT_SUPPORTED;
-}
-
 }  // namespace
 
 extern "C" {
@@ -87,25 +78,6 @@ void cachalot_torch_set_memory_fraction(double fraction, int device) {
   } catch (...) {
     record_failure("cachalot_torch_set_memory_fraction");
   }
-}
-
-cachalot_status cachalot_torch_begin_allocate_to_pool(int device, uint64_t pool_id0,
-                                                      uint64_t pool_id1,
-                                                      cachalot_stream_filter filter,
-                                                      void* context) {
-  (void)device, (void)pool_id0, (void)pool_id1, (void)filter, (void)context;
-  return graph_pools_not_implemented("cachalot_torch_begin_allocate_to_pool");
-}
-
-cachalot_status cachalot_torch_end_allocate_to_pool(int device, uint64_t pool_id0,
-                                                    uint64_t pool_id1) {
-  (void)device, (void)pool_id0, (void)pool_id1;
-  return graph_pools_not_implemented("cachalot_torch_end_allocate_to_pool");
-}
-
-cachalot_status cachalot_torch_release_pool(int device, uint64_t pool_id0, uint64_t pool_id1) {
-  (void)device, (void)pool_id0, (void)pool_id1;
-  return graph_pools_not_implemented("cachalot_torch_release_pool");
 }
 
 void* cachalot_cupy_malloc(void* param, size_t size, int device) {

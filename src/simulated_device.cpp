@@ -19,6 +19,7 @@
 #include "cachalot/errors.hpp"
 #include "detail/address_ranges.hpp"
 #include "detail/checks.hpp"
+#include "detail/sim_capture.hpp"
 #include "detail/simulated_vm.hpp"
 
 namespace cachalot {
@@ -36,7 +37,18 @@ struct sim_event {
   stream_t stream = nullptr;
   std::uint64_t seq = 0;
   bool recorded = false;
+  bool captured = false;  ///< last recorded on a capturing stream
 };
+
+// The calling thread's capture interaction mode (per thread, as CUDA's).
+thread_local capture_mode t_capture_mode = capture_mode::global;
+
+[[noreturn]] void fail_capture(const char* call) {
+  CACHALOT_FAIL(backend_error,
+                "simulated device: {} is not permitted during a CUDA graph capture "
+                "(cudaErrorStreamCaptureUnsupported); the capture is invalidated",
+                call);
+}
 
 struct fault_plan {
   std::uint64_t calls = 0;
@@ -60,6 +72,7 @@ struct simulated_device::impl {
   std::unordered_set<sim_event*> events;
   std::array<fault_plan, sim_op_count> faults{};
   sim_counters counters;
+  detail::sim_capture_model captures;
 
   std::size_t charged(std::size_t bytes) const {
     return (bytes + opts.alignment - 1) / opts.alignment * opts.alignment;
@@ -155,6 +168,7 @@ bool simulated_device::host_accessible() const {
 void* simulated_device::allocate_segment(std::size_t bytes, stream_t) {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
+  if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("allocate_segment (cudaMalloc)");
   if (d.inject(sim_op::allocate_segment) || bytes == 0 || d.charged(bytes) > d.free_bytes()) {
     ++d.counters.failed_segment_allocs;
     return nullptr;
@@ -186,6 +200,7 @@ void simulated_device::free_segment(void* ptr, std::size_t bytes) {
   CACHALOT_EXPECTS(it->second == bytes, backend_error,
                    "simulated device: free of {:#x} with size {} but it has {}", addr, bytes,
                    it->second);
+  if (!d.captures.allow_conflicting()) fail_capture("free_segment (cudaFree)");
   if (d.inject(sim_op::free_segment)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of free_segment({:#x})", addr);
   }
@@ -234,6 +249,7 @@ void simulated_device::record_event(event_t event, stream_t stream) {
   e->stream = stream;
   e->seq = ++s.submitted;
   e->recorded = true;
+  e->captured = stream != nullptr && d.captures.capturing(stream);
   if (!s.held) s.completed = s.submitted;
   ++d.counters.event_records;
 }
@@ -246,6 +262,10 @@ bool simulated_device::query_event(event_t event) {
   if (d.inject(sim_op::query_event)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of query_event");
   }
+  if (e->captured ? !d.captures.allow_captured_event(e->stream)
+                  : !d.captures.allow_unsafe(t_capture_mode)) {
+    fail_capture("query_event (cudaEventQuery)");
+  }
   return d.complete(e);
 }
 
@@ -256,6 +276,10 @@ void simulated_device::synchronize_event(event_t event) {
   ++d.counters.event_syncs;
   if (d.inject(sim_op::synchronize)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_event");
+  }
+  if (e->captured ? !d.captures.allow_captured_event(e->stream)
+                  : !d.captures.allow_unsafe(t_capture_mode)) {
+    fail_capture("synchronize_event (cudaEventSynchronize)");
   }
   if (!d.complete(e)) {  // waiting for the held work means it finishes
     sim_stream& s = d.streams[e->stream];
@@ -271,6 +295,7 @@ void simulated_device::synchronize_device() {
   if (d.inject(sim_op::synchronize)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_device");
   }
+  if (!d.captures.allow_conflicting()) fail_capture("synchronize_device");
   for (auto& [stream, s] : d.streams) {
     s.completed = s.submitted;
     s.held = false;
@@ -299,6 +324,7 @@ void* simulated_device::reserve_address_range(std::size_t bytes) {
   impl& d = *impl_;
   if (!d.opts.virtual_memory) return device_backend::reserve_address_range(bytes);
   std::lock_guard<std::mutex> lock(d.mutex);
+  if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("reserve_address_range");
   d.vm->check_reserve(bytes);
   const std::uintptr_t base = d.inject(sim_op::reserve_address_range) ? 0 : d.vm->reserve(bytes);
   if (base == 0) {
@@ -316,6 +342,7 @@ void simulated_device::release_address_range(void* base, std::size_t bytes) {
   if (!d.opts.virtual_memory) return device_backend::release_address_range(base, bytes);
   std::lock_guard<std::mutex> lock(d.mutex);
   const auto addr = reinterpret_cast<std::uintptr_t>(base);
+  if (!d.captures.allow_conflicting()) fail_capture("release_address_range (cuMemAddressFree)");
   d.vm->check_release(addr, bytes);
   if (d.inject(sim_op::release_address_range)) {
     CACHALOT_FAIL(backend_error,
@@ -333,6 +360,7 @@ bool simulated_device::map_chunk(void* addr, std::size_t bytes) {
   if (!d.opts.virtual_memory) return device_backend::map_chunk(addr, bytes);
   std::lock_guard<std::mutex> lock(d.mutex);
   const auto at = reinterpret_cast<std::uintptr_t>(addr);
+  if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("map_chunk (cuMemCreate/cuMemMap)");
   d.vm->check_map(at, bytes);
   if (d.inject(sim_op::map_chunk) || bytes > d.free_bytes()) {
     ++d.counters.failed_chunk_maps;
@@ -350,6 +378,7 @@ void simulated_device::unmap_chunk(void* addr, std::size_t bytes) {
   if (!d.opts.virtual_memory) return device_backend::unmap_chunk(addr, bytes);
   std::lock_guard<std::mutex> lock(d.mutex);
   const auto at = reinterpret_cast<std::uintptr_t>(addr);
+  if (!d.captures.allow_conflicting()) fail_capture("unmap_chunk (cuMemUnmap)");
   d.vm->check_unmap(at, bytes);
   if (d.inject(sim_op::unmap_chunk)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of unmap_chunk({:#x}, {} B)",
@@ -377,6 +406,38 @@ bool simulated_device::is_held(stream_t stream) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto it = impl_->streams.find(stream);
   return it != impl_->streams.end() && it->second.held;
+}
+
+void simulated_device::begin_capture(stream_t stream, capture_mode mode) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  CACHALOT_EXPECTS(stream != nullptr, invalid_argument,
+                   "simulated device: the legacy stream cannot be captured");
+  CACHALOT_EXPECTS(impl_->captures.begin(stream, mode), invalid_argument,
+                   "simulated device: stream {} captures already", fmt::ptr(stream));
+}
+
+bool simulated_device::end_capture(stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const int r = impl_->captures.end(stream);
+  CACHALOT_EXPECTS(r >= 0, invalid_argument, "simulated device: stream {} does not capture",
+                   fmt::ptr(stream));
+  return r == 1;
+}
+
+std::uint64_t simulated_device::capture_violations() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->captures.violations();
+}
+
+bool simulated_device::is_capturing(stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->captures.capturing(stream);
+}
+
+capture_mode simulated_device::exchange_capture_mode(capture_mode mode) {
+  const capture_mode previous = t_capture_mode;
+  t_capture_mode = mode;
+  return previous;
 }
 
 void simulated_device::fail_nth(sim_op op, std::uint64_t n) {

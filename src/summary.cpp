@@ -117,6 +117,10 @@ std::string engine::memory_summary() const {
                                          : 100.0 * static_cast<double>(reserved - allocated) /
                                                static_cast<double>(reserved),
                            s.num_streams));
+  if (std::string pools = pools_summary(); !pools.empty()) {
+    rule(out, '-');
+    out += pools;
+  }
   rule(out, '=');
   return out;
 }

@@ -11,10 +11,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cachalot/backend.hpp"
 #include "cachalot/config.hpp"
 #include "cachalot/errors.hpp"
+#include "cachalot/pool.hpp"
 #include "cachalot/stats.hpp"
 #include "cachalot/types.hpp"
 
@@ -78,6 +80,48 @@ class allocator {
   std::size_t allocation_size(const void* ptr) const;
   /// True if `ptr` is the start of a live allocation of this allocator.
   bool owns(const void* ptr) const noexcept;
+
+  // --- Memory pools (cachalot/pool.hpp) --------------------------------------------------
+
+  /// Creates a pool with one reference (release_pool drops it).
+  /// @throws invalid_argument for a guarantee above the limit, or guarantees that together
+  ///         exceed the allocator's memory limit (or the device capacity)
+  pool_id create_pool(const pool_options& options);
+  /// Adds a reference to a live pool (another graph sharing it).
+  /// @throws invalid_argument for an unknown or released pool
+  void retain_pool(pool_id pool);
+  /// Drops a reference. At zero the pool is released: its routes end, no allocation may target
+  /// it any more, its free segments go back to the device now (after any capture under way),
+  /// and the others as soon as their blocks are freed (at the next cache miss, trim or
+  /// empty_cache). Its stats stay readable.
+  /// @throws invalid_argument for the default pool, an unknown or an already released pool
+  void release_pool(pool_id pool);
+  /// From now on allocations on `stream` go to `pool`, until end_allocate_to_pool(pool). Routes
+  /// are searched most recent first; the default pool takes what no route takes.
+  /// @throws invalid_argument for an unknown or released pool
+  void begin_allocate_to_pool(pool_id pool, stream_t stream);
+  /// From now on allocations on every stream `filter` accepts go to `pool` (PyTorch's
+  /// beginAllocateToPool). The filter is called on every allocation while the route is active.
+  /// @throws invalid_argument for an unknown or released pool, or an empty filter
+  void begin_allocate_to_pool(pool_id pool, stream_filter filter);
+  /// Ends the most recent route into `pool`.
+  /// @throws invalid_argument if `pool` has no active route
+  void end_allocate_to_pool(pool_id pool);
+  /// Allocates `bytes` from `pool` for use on `stream`, whatever the routes say.
+  /// @throws invalid_argument for an unknown or released pool; out_of_memory as allocate()
+  void* allocate(std::size_t bytes, stream_t stream, pool_id pool);
+  /// The pool a live allocation came from.
+  /// @throws invalid_pointer if `ptr` is not the start of a live allocation
+  pool_id pool_of(const void* ptr) const;
+  /// The counters of one pool, exact and consistent with stats() and snapshot(): the byte and
+  /// count stats of the pool's segments with the pool's own peaks; num_ooms and
+  /// num_alloc_retries count the pool's requests, num_use_after_free_writes its blocks,
+  /// num_streams its streams; num_cache_flushes and num_device_syncs are allocator-wide events
+  /// and give the allocator's totals.
+  /// @throws invalid_argument for an unknown pool
+  memory_stats stats(pool_id pool) const;
+  /// Every pool, the default pool first, released ones included.
+  std::vector<pool_info> pools() const;
 
   /// The config in use (memory_fraction resolved into memory_limit).
   const config& get_config() const noexcept;

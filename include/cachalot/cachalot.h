@@ -192,6 +192,74 @@ CACHALOT_API cachalot_status cachalot_default_memory_summary(int device, char* b
 /** Writes the snapshot of the default allocator of `device` as cachalot_memory_snapshot does. */
 CACHALOT_API cachalot_status cachalot_default_memory_snapshot(int device, char* buf,
                                                               size_t capacity, size_t* needed);
+/* --- Memory pools (see cachalot/pool.hpp for the model) ---------------------------------- */
+
+/** Identifies a memory pool of one allocator; 0 (CACHALOT_DEFAULT_POOL) is the default pool. */
+typedef uint64_t cachalot_pool_id;
+/** The default pool, where every allocation goes unless routed elsewhere. */
+#define CACHALOT_DEFAULT_POOL ((cachalot_pool_id)0)
+
+/** What a pool is for. */
+typedef enum {
+  CACHALOT_POOL_TENANT = 0, /**< cached memory is released by empty_cache, trim and pressure */
+  CACHALOT_POOL_GRAPH = 1   /**< segments are kept until the pool is released (CUDA graphs) */
+} cachalot_pool_type;
+
+/** Stream filter of a route: nonzero if an allocation on `stream` goes to the pool. Called on
+ *  every allocation while the route is active; must not call the pool functions. */
+typedef int (*cachalot_stream_filter)(void* context, void* stream);
+
+/** Reclaim callback of a pool: asked, under memory pressure from a higher-priority pool, to
+ *  free live memory of `pool` (`bytes` is what the request needs). Returns the bytes it freed
+ *  (advisory). May be called from any thread, concurrently, with no allocator lock held. */
+typedef size_t (*cachalot_reclaim_fn)(void* context, cachalot_pool_id pool, size_t bytes);
+
+/** Options of cachalot_pool_create. Zero-initialize, set `size` to sizeof(cachalot_pool_options)
+ *  (later versions append fields; fields beyond `size` take their defaults). */
+typedef struct cachalot_pool_options {
+  size_t size;                 /**< sizeof(cachalot_pool_options) */
+  const char* name;            /**< name in messages and summaries (NULL: "pool <id>") */
+  cachalot_pool_type type;     /**< tenant or graph pool */
+  size_t limit;                /**< most bytes the pool may reserve; 0: no limit */
+  size_t guarantee;            /**< bytes no other pool may take */
+  int priority;                /**< higher is more important; the default pool has 0 */
+  cachalot_reclaim_fn reclaim; /**< optional reclaim callback */
+  void* reclaim_context;       /**< passed to `reclaim` */
+  int never_captured;          /**< graph pools: nonzero if the pool is never captured
+                                    (then its routes announce no capture; see pool.hpp) */
+} cachalot_pool_options;
+
+/** Creates a pool with one reference; `*out` receives its id. */
+CACHALOT_API cachalot_status cachalot_pool_create(cachalot_allocator* a,
+                                                  const cachalot_pool_options* options,
+                                                  cachalot_pool_id* out);
+/** Adds a reference to a live pool. */
+CACHALOT_API cachalot_status cachalot_pool_retain(cachalot_allocator* a, cachalot_pool_id pool);
+/** Drops a reference; at zero the pool is released (its memory goes back once its blocks are
+ *  freed). */
+CACHALOT_API cachalot_status cachalot_pool_release(cachalot_allocator* a, cachalot_pool_id pool);
+/** Routes allocations on `stream` to `pool` until cachalot_pool_end_allocate. */
+CACHALOT_API cachalot_status cachalot_pool_begin_allocate(cachalot_allocator* a,
+                                                          cachalot_pool_id pool, void* stream);
+/** Routes allocations on every stream `filter` accepts to `pool` until
+ *  cachalot_pool_end_allocate (PyTorch's beginAllocateToPool). */
+CACHALOT_API cachalot_status cachalot_pool_begin_allocate_filtered(cachalot_allocator* a,
+                                                                   cachalot_pool_id pool,
+                                                                   cachalot_stream_filter filter,
+                                                                   void* context);
+/** Ends the most recent route into `pool`. */
+CACHALOT_API cachalot_status cachalot_pool_end_allocate(cachalot_allocator* a,
+                                                        cachalot_pool_id pool);
+/** Allocates `size` bytes from `pool` for use on `stream`, whatever the routes say. */
+CACHALOT_API cachalot_status cachalot_pool_malloc(cachalot_allocator* a, cachalot_pool_id pool,
+                                                  void** out, size_t size, void* stream);
+/** The pool a live allocation came from. */
+CACHALOT_API cachalot_status cachalot_pool_of(cachalot_allocator* a, const void* ptr,
+                                              cachalot_pool_id* out);
+/** Copies the counters of one pool into `*out` (byte and count stats of its segments, its own
+ *  peaks; flushes and syncs are the allocator's). */
+CACHALOT_API cachalot_status cachalot_pool_get_stats(cachalot_allocator* a, cachalot_pool_id pool,
+                                                     cachalot_stats* out);
 
 /** Static name of a status. */
 CACHALOT_API const char* cachalot_status_string(cachalot_status s);

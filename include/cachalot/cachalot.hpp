@@ -7,6 +7,7 @@
 #include "cachalot/config.hpp"       // IWYU pragma: export
 #include "cachalot/errors.hpp"       // IWYU pragma: export
 #include "cachalot/fault_injection.hpp"  // IWYU pragma: export
+#include "cachalot/pool.hpp"         // IWYU pragma: export
 #include "cachalot/simulated_device.hpp"  // IWYU pragma: export
 #include "cachalot/stats.hpp"        // IWYU pragma: export
 #include "cachalot/types.hpp"        // IWYU pragma: export

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -54,6 +55,9 @@ struct oom_info {
   std::size_t allocated_bytes = 0;     ///< bytes handed out to callers
   std::size_t largest_free_block = 0;  ///< the largest cached free block
   std::size_t memory_limit = 0;        ///< the configured limit (0: none)
+  std::uint64_t pool = 0;              ///< the memory pool of the request (0: the default pool)
+  std::size_t pool_limit = 0;          ///< that pool's limit (0: none)
+  std::size_t pool_reserved = 0;       ///< bytes that pool holds in segments
 };
 
 /// The device (or the configured memory limit) cannot satisfy an allocation, even after the

@@ -62,24 +62,26 @@ CACHALOT_API void cachalot_cupy_free(void* param, void* ptr, int device);
  *  cachalot_default_set_memory_fraction(device, fraction); a failure is logged on stderr. */
 CACHALOT_API void cachalot_torch_set_memory_fraction(double fraction, int device);
 
-/** Stream filter of a graph pool: nonzero if an allocation on `stream` goes to the pool. */
-typedef int (*cachalot_stream_filter)(void* context, void* stream);
+/* PyTorch graph-pool hooks (C++ torch::cuda::CUDAPluggableAllocator's
+ * set_begin_allocate_to_pool_fn, set_end_allocate_to_pool_fn and set_release_pool; PyTorch's
+ * MempoolId_t is the pair (pool_id0, pool_id1)). Each PyTorch pool id is one graph pool of the
+ * default allocator of `device` (cachalot/pool.hpp): allocations routed to it come from its
+ * segments, blocks freed during the capture return to it, eager work never gets them, and it
+ * may grow during the capture. */
 
-/** PyTorch graph-pool hook (beginAllocateToPool: torch.cuda.graph capture, torch.cuda.MemPool):
- *  from now on, allocations on `device` from streams that `filter` (NULL: every stream)
- *  accepts go to the private pool (`pool_id0`, `pool_id1`), PyTorch's MempoolId_t.
- *  Not implemented yet: always CACHALOT_ERROR_NOT_SUPPORTED with a message saying so, so that
- *  the capture or pool fails before it starts instead of sharing the default cache. */
+/** beginAllocateToPool (torch.cuda.graph capture_begin): creates the pool on first use, or
+ *  adds a reference to it (graphs sharing a pool), then routes allocations on `device` from
+ *  every stream `filter` accepts (NULL: every stream) to it until the matching end. While the
+ *  route is active cachalot makes no call a global-mode capture forbids, on any stream. */
 CACHALOT_API cachalot_status cachalot_torch_begin_allocate_to_pool(int device, uint64_t pool_id0,
                                                                    uint64_t pool_id1,
                                                                    cachalot_stream_filter filter,
                                                                    void* context);
-/** PyTorch graph-pool hook (endAllocateToPool): allocations stop going to the pool. Not
- *  implemented yet: CACHALOT_ERROR_NOT_SUPPORTED (no pool can have begun). */
+/** endAllocateToPool (capture_end): ends the most recent route into the pool. */
 CACHALOT_API cachalot_status cachalot_torch_end_allocate_to_pool(int device, uint64_t pool_id0,
                                                                  uint64_t pool_id1);
-/** PyTorch graph-pool hook (releasePool): the pool's memory may be returned once its blocks are
- *  freed. Not implemented yet: CACHALOT_ERROR_NOT_SUPPORTED (no pool can have begun). */
+/** releasePool (graph reset or destruction): drops one reference; the last one releases the
+ *  pool, whose memory goes back once PyTorch has freed its blocks. */
 CACHALOT_API cachalot_status cachalot_torch_release_pool(int device, uint64_t pool_id0,
                                                          uint64_t pool_id1);
 

@@ -20,6 +20,9 @@
 //    running" there. release_stream() completes it. synchronize_event() on a held stream waits
 //    for that work, which on the simulated device means completing it.
 //  - Counters for every call, and fault injection: fail the Nth call of an operation.
+//  - CUDA graph capture: begin_capture/end_capture on a stream, per-thread capture interaction
+//    modes, and the rules of what a capture permits (src/detail/sim_capture.hpp): a forbidden
+//    call throws backend_error and invalidates the captures it conflicts with.
 // Thread-safe: one internal mutex serializes every call (backends are off the hot path).
 #pragma once
 
@@ -126,6 +129,17 @@ class simulated_device final : public device_backend {
   void release_stream(stream_t stream);
   /// True if `stream` is held.
   bool is_held(stream_t stream) const;
+
+  /// Begins capturing `stream` into a graph from the calling thread (cudaStreamBeginCapture).
+  /// @throws invalid_argument for the null stream or a stream that captures already
+  void begin_capture(stream_t stream, capture_mode mode = capture_mode::global);
+  /// Ends the capture of `stream`: true if it stayed valid (no call it forbids was made).
+  /// @throws invalid_argument if `stream` does not capture
+  bool end_capture(stream_t stream);
+  /// Calls refused so far because of a capture.
+  std::uint64_t capture_violations() const;
+  bool is_capturing(stream_t stream) override;
+  capture_mode exchange_capture_mode(capture_mode mode) override;
 
   /// Makes the `n`-th next call of `op` fail (1 = the very next one); 0 cancels.
   void fail_nth(sim_op op, std::uint64_t n);

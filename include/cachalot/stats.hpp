@@ -97,6 +97,7 @@ struct segment_info {
   std::vector<block_info> blocks;
   bool expandable = false;     ///< an expandable segment (address range, chunks mapped on demand)
   std::size_t range_size = 0;  ///< bytes of address space: `size` for a fixed segment
+  pool_id memory_pool = default_pool;  ///< the memory pool (cachalot/pool.hpp) that owns it
 };
 
 /// Every segment and block of an allocator at one instant.

@@ -23,6 +23,12 @@ enum class pool_kind : std::uint8_t {
 /// Number of pools (for arrays indexed by pool_kind).
 inline constexpr std::size_t pool_count = 2;
 
+/// Identifies a memory pool of one allocator (cachalot/pool.hpp): a set of streams' segments
+/// with its own limits and stats. Ids are never reused within an allocator.
+using pool_id = std::uint64_t;
+/// The default pool, where every allocation goes unless routed elsewhere. Always exists.
+inline constexpr pool_id default_pool = 0;
+
 /// One kibibyte.
 inline constexpr std::size_t KiB = std::size_t{1} << 10;
 /// One mebibyte.

@@ -32,6 +32,9 @@ cachalot_status copy_text(const std::string& text, char* buf, std::size_t capaci
 /// @throws invalid_argument for a NULL `out` or a bad `out->size`
 void fill_stats(const allocator& a, cachalot_stats* out);
 
+/// The same from stats already read (a pool's), with the config's max_split_size.
+void fill_stats(const memory_stats& s, std::size_t max_split_size, cachalot_stats* out);
+
 /// The snapshot of `a` as JSON text (cachalot_memory_snapshot).
 std::string snapshot_json(const allocator& a);
 

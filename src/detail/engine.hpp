@@ -1,8 +1,10 @@
 // The caching engine behind cachalot::allocator.
 //
 // Layers: allocator (public facade) -> engine (this file) -> device_backend. The engine keeps,
-// per stream, segments tiled by blocks and a segregated-fit free index per pool; a sharded
-// pointer map finds a block from its address; a stats tracker counts everything.
+// per stream and memory pool (detail/pool.hpp), segments tiled by blocks and a segregated-fit
+// free index per size class; a sharded pointer map finds a block from its address; a stats
+// tracker counts everything. Routes (pool.cpp) decide which pool's state of a stream an
+// allocation uses; the thread-local cache below remembers the answer until routes change.
 //
 // Hot path (inline below): allocate = thread-local stream lookup, one stream lock, an O(1)
 // index lookup, maybe a split, a stats update, a map insert. deallocate = a map erase, one
@@ -15,9 +17,11 @@
 // checked mode share one out-of-line free path, so the default hot path pays one branch each
 // way, as tracing does.
 //
-// Locks, in the order they are taken: release_mutex_ (serializes the deletion of segments),
-// stats_mutex_, registry_mutex_ (shared), stream spinlocks, then leaves (pointer-map shards,
-// events_mutex_). A thread holds one stream lock on the hot path; only all_streams_lock (stats
+// Locks, in the order they are taken: the capture fence (detail/capture.hpp; shared around
+// device calls a capture may forbid, exclusive only with no engine lock held), release_mutex_
+// (serializes the deletion of segments), stats_mutex_, registry_mutex_ (shared; also guards
+// pools and routes), stream spinlocks, then leaves (pointer-map shards, events_mutex_,
+// budget_mutex_). A thread holds one stream lock on the hot path; only all_streams_lock (stats
 // and snapshot reads, a new segment, a change that crosses a stats ceiling) holds every stream
 // lock, in registry order, under stats_mutex_. pending_mutex_ is never held with a stream lock.
 #pragma once
@@ -43,24 +47,35 @@
 #include "detail/expandable.hpp"
 #include "detail/pointer_map.hpp"
 #include "detail/reserve_arena.hpp"
+#include "detail/capture.hpp"
+#include "detail/pointer_map.hpp"
+#include "detail/pool.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_state.hpp"
 #include "detail/trace_writer.hpp"
 
 namespace cachalot::detail {
 
-/// A few (engine, stream) -> state entries per thread, so that the hot path finds its stream
-/// state without touching shared memory. Engine ids are never reused.
+/// A few (routing key, stream) -> state entries per thread, so that the hot path finds its
+/// stream state without touching shared memory. A routing key names one engine's routing at
+/// one time: keys come from the counter of engine ids and are never reused, and an engine
+/// takes a new one whenever an answer could change (routes, released pools), so a stale entry
+/// never matches. (`pool`: the pool of an explicit allocation, default_pool for a routed one.)
 struct stream_cache {
   struct entry {
     std::uint64_t engine_id = 0;
     stream_t stream = nullptr;
     stream_state* state = nullptr;
+    pool_id pool = default_pool;
   };
   std::array<entry, 4> entries{};
   unsigned next = 0;
 };
 inline thread_local stream_cache t_stream_cache;
+inline thread_local stream_cache t_pool_stream_cache;  ///< explicit pool allocations
+
+/// A fresh key (engine id or routing key): never returned twice in a process.
+std::uint64_t unique_key() noexcept;
 
 /// The caching engine. Thread-safe.
 class engine {
@@ -75,9 +90,21 @@ class engine {
     if (bytes == 0) return nullptr;
     if (bytes > max_request_) [[unlikely]]
       fail_impossible(bytes, stream);
+    return allocate_on(state_for(stream), bytes, stream);
+  }
+
+  /// See allocator::allocate(bytes, stream, pool).
+  void* allocate(std::size_t bytes, stream_t stream, pool_id pool) {
+    if (bytes == 0) return nullptr;
+    if (bytes > max_request_) [[unlikely]]
+      fail_impossible(bytes, stream);
+    return allocate_on(state_in(pool, stream), bytes, stream);
+  }
+
+  /// Allocates `bytes` (0 < bytes <= max_request_) from `ss`, the state of `stream`.
+  void* allocate_on(stream_state& ss, std::size_t bytes, stream_t stream) {
     const std::size_t rounded = round_up(bytes);
     const pool_kind pool = rounded <= small_size_ ? pool_kind::small : pool_kind::large;
-    stream_state& ss = state_for(stream);
     block* b = nullptr;
     bool over_ceiling = false;
     {
@@ -116,12 +143,22 @@ class engine {
     if (pending_count_.load(std::memory_order_acquire) != 0) poll_pending(false);
   }
 
-  memory_stats stats() const;
+  memory_stats stats() const { return stats_of(nullptr); }
   void reset_peak_stats();
   memory_snapshot snapshot() const;
   std::string memory_summary() const;
   std::size_t allocation_size(const void* ptr) const;
   bool owns(const void* ptr) const noexcept;
+
+  // Memory pools (pool.cpp): see allocator.hpp.
+  pool_id create_pool(const pool_options& options);
+  void retain_pool(pool_id pool);
+  void release_pool(pool_id pool);
+  void begin_allocate_to_pool(pool_id pool, stream_t stream, stream_filter filter);
+  void end_allocate_to_pool(pool_id pool);
+  pool_id pool_of(const void* ptr) const;
+  memory_stats stats(pool_id pool) const;
+  std::vector<pool_info> pools() const;
 
   const config& get_config() const noexcept { return cfg_; }
   device_backend& backend() const noexcept { return *backend_; }
@@ -130,9 +167,17 @@ class engine {
   void set_oom_callback(std::function<bool(std::size_t, stream_t)> callback, unsigned max_retries);
 
  private:
+  /// Why a growth got no segment: the pool's limit, the allocator's limit or the other pools'
+  /// guarantees (budget), or the device.
+  enum class refusal : std::uint8_t { none, pool_limit, budget, device };
+
   struct pending_free {
     block* b;
     std::vector<event_t> events;
+    /// Streams whose events are still to be recorded: the free came while a capture may have
+    /// been under way (an event recorded then could belong to the capture), so they are
+    /// recorded by the first poll after every capture ended.
+    std::vector<stream_t> unrecorded;
   };
   /// Thrown by fail_oom instead of out_of_memory inside a retry the out-of-memory callback asked
   /// for; caught by retry_after_oom_callback, never seen outside the engine.
@@ -170,13 +215,25 @@ class engine {
     return 2 * p + (rounded >= band_split_[p] ? 1 : 0);
   }
 
+  /// The state an allocation on `stream` uses: the routed pool's (default pool if none).
   stream_state& state_for(stream_t stream) {
     stream_cache& c = t_stream_cache;
+    const std::uint64_t key = route_key_.load(std::memory_order_relaxed);
     for (const auto& e : c.entries) {
-      if (e.engine_id == id_ && e.stream == stream) [[likely]]
+      if (e.engine_id == key && e.stream == stream) [[likely]]
         return *e.state;
     }
     return state_for_slow(stream);
+  }
+
+  /// The state of `stream` in `pool` (an explicit pool allocation).
+  stream_state& state_in(pool_id pool, stream_t stream) {
+    stream_cache& c = t_pool_stream_cache;
+    const std::uint64_t key = route_key_.load(std::memory_order_relaxed);
+    for (const auto& e : c.entries) {
+      if (e.engine_id == key && e.stream == stream && e.pool == pool) return *e.state;
+    }
+    return state_in_slow(pool, stream);
   }
 
   /// Under ss.lock: takes a cached block of `rounded` bytes, or returns nullptr: no block fits,
@@ -347,11 +404,12 @@ class engine {
   [[noreturn, gnu::noinline, gnu::cold]] void fail_impossible(std::size_t bytes, stream_t stream);
   [[noreturn, gnu::noinline, gnu::cold]] void fail_invalid_free(void* ptr) const;
   [[noreturn, gnu::noinline, gnu::cold]] void fail_oom(std::size_t bytes, stream_t stream,
-                                                       const char* why);
+                                                       const char* why,
+                                                       const pool_record* pool = nullptr);
   std::string describe(std::uintptr_t addr) const;
 
   std::size_t segment_size_for(pool_kind pool, std::size_t rounded) const noexcept;
-  void* grow(std::size_t bytes, stream_t stream);
+  void* grow(std::size_t bytes, stream_t stream, pool_record& pool, bool in_capture, refusal* why);
   block* add_segment(stream_state& ss, pool_kind pool, void* base, std::size_t size,
                      std::size_t rounded, std::size_t requested);
   void poll_pending(bool wait);
@@ -363,9 +421,9 @@ class engine {
   std::size_t growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept;
   std::size_t growth_mark() const;
   block* grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
-                     std::size_t seg_size);
+                     std::size_t seg_size, refusal* why);
   block* grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
-                         std::size_t requested, bool* no_space);
+                         std::size_t requested, bool* no_space, refusal* why);
   growth_span new_expandable(stream_state& ss, pool_kind pool, std::size_t band, std::size_t bytes);
   std::size_t map_span(const block* span, std::uint64_t& maps, std::uint64_t& unmaps,
                        std::exception_ptr& error);
@@ -391,16 +449,48 @@ class engine {
   // out-of-memory callback. Each costs the default paths at most one predictable branch.
   [[gnu::noinline]] std::size_t round_divisions(std::size_t bytes) const noexcept;
   void start_reserve();
+  void* carve_reserve(pool_record& pool, std::size_t bytes);
   void return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve);
   void cap_idle(stream_state& ss) noexcept;
   std::size_t release_idle(std::size_t bytes);
   block* retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
                                   std::size_t requested);
   bool quiet_oom() const noexcept;
+  memory_stats stats_of(const pool_record* only) const;
+
+  // --- memory pools (pool.cpp, pool_reclaim.cpp) ---
+  [[gnu::noinline]] stream_state& state_in_slow(pool_id pool, stream_t stream);
+  pool_record& pool_by_id(pool_id pool) const;                 // under registry_mutex_
+  stream_state& state_of(pool_record& pool, stream_t stream);  // under registry_mutex_ (unique)
+  void remember(stream_cache& cache, std::uint64_t key, stream_t stream, stream_state* state,
+                pool_id pool) noexcept;
+  void new_route_key() noexcept;
+  refusal reserve_room(pool_record& pool, std::size_t bytes);
+  void release_room(pool_record& pool, std::size_t bytes) noexcept;
+  bool capture_underway() { return captures_.underway(); }
+  block* grow_in_capture(stream_state& ss, pool_kind pool, std::size_t rounded,
+                         std::size_t requested, std::size_t seg_size);
+  block* grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
+                             std::size_t requested, std::size_t seg_size, refusal why,
+                             const char** reason);
+  /// Releases wholly free cached segments of the pools `from`, pool by pool in that order,
+  /// largest first, until committed() <= target or `want` bytes were released (0: no such
+  /// bound); `above_guarantee`: only as far as each pool keeps its guarantee. Returns the bytes
+  /// released.
+  std::size_t release_free_segments(const std::vector<pool_record*>& from, bool above_guarantee,
+                                    std::size_t target, std::size_t want);
+  std::vector<pool_record*> pools_where(bool (*pick)(const pool_record&, const pool_record&),
+                                        const pool_record& requester) const;
+  void gc_release(const pool_record& requester, std::size_t target);
+  std::size_t drain_released();
+  void retire_if_empty(pool_record& pool);
+  void end_all_routes() noexcept;
+  std::string pools_summary() const;
 
   config cfg_;
   std::shared_ptr<device_backend> backend_;
   const std::uint64_t id_;
+  std::atomic<std::uint64_t> route_key_;  ///< see stream_cache; read on the hot path
   // Config copied into plain members for the hot path.
   std::size_t granularity_;
   std::size_t small_size_;
@@ -433,9 +523,30 @@ class engine {
   mutable std::mutex stats_mutex_;  // peaks and ceilings; taken before any stream lock
   std::unique_ptr<trace_writer> tracer_;
 
+  // Stream states by (pool, stream), pools and routes: registry_mutex_.
+  struct state_key {
+    const pool_record* pool;
+    stream_t stream;
+    bool operator==(const state_key&) const = default;
+  };
+  struct state_key_hash {
+    std::size_t operator()(const state_key& k) const noexcept {
+      return std::hash<const void*>()(k.pool) * 31 + std::hash<const void*>()(k.stream);
+    }
+  };
   mutable std::shared_mutex registry_mutex_;
-  std::unordered_map<stream_t, std::unique_ptr<stream_state>> registry_;
+  std::unordered_map<state_key, std::unique_ptr<stream_state>, state_key_hash> registry_;
   std::vector<stream_state*> state_list_;
+  std::vector<std::unique_ptr<stream_state>> parked_;  ///< states of retired pools, for reuse
+  /// By id; pools_[0] is the default. Changed only with stats_mutex_ and registry_mutex_
+  /// (exclusive) held, so either lock is enough to read it.
+  std::vector<std::unique_ptr<pool_record>> pools_;
+  std::vector<pool_route> routes_;        ///< most recent last
+  std::size_t filter_routes_ = 0;         ///< routes with a filter (no caching)
+  std::atomic<std::size_t> draining_{0};  ///< released pools not yet retired
+  capture_tracker& captures_ = capture_tracker::instance();
+  std::mutex budget_mutex_;               ///< pools' committed bytes against limits
+  std::vector<pool_record*> guaranteed_;  ///< live pools with a guarantee (budget_mutex_)
 
   std::mutex pending_mutex_;
   std::vector<pending_free> pending_;

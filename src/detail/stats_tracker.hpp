@@ -1,11 +1,14 @@
 // Exact statistics without a shared hot-path lock.
 //
 // Every stream keeps its own counters (stream_stats), changed under its stream lock: for each
-// quantity and pool, monotonic totals of increases and decreases (current = inc - dec), and a
-// *ceiling*. The engine keeps the peaks (global_stats). Invariant: for every quantity, the sum
-// of the streams' ceilings of a pool never exceeds that pool's recorded peak, and the sum over
-// both pools never exceeds the all-pools peak. A change that stays under its stream's ceilings
-// therefore cannot create a new peak and is applied locally with no shared write. A change that
+// quantity and size class ("small/large pool"), monotonic totals of increases and decreases
+// (current = inc - dec), and a *ceiling*. The engine keeps the allocator's peaks (global_stats)
+// and each memory pool its own (pool_peaks). Invariant: for every quantity, the sum of the
+// streams' ceilings of a size class never exceeds that class's recorded peak, and the sum over
+// both classes never exceeds the all-classes peak; both for the streams of each memory pool
+// against the pool's peaks and for all streams against the allocator's. A change that stays
+// under its stream's ceilings therefore cannot create a new peak, of its pool or of the
+// allocator, and is applied locally with no shared write. A change that
 // would cross a ceiling is redone under the stats mutex with every stream lock held: the exact
 // totals are summed, peaks raised, and the headroom under the peaks shared out as new
 // ceilings. Peaks are thus the exact maxima over every consistent state, and steady-state
@@ -124,6 +127,24 @@ class stream_stats {
     whole_free_[p] -= static_cast<std::uint64_t>(delta.whole_free);
   }
 
+  /// Adds the cumulative totals and counters of `o`, whose current values are all zero (the
+  /// counters of a stream state leaving its pool), to this one's.
+  void absorb(const stream_stats& o) noexcept {
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        inc_[q][p] += o.inc_[q][p];
+        dec_[q][p] += o.dec_[q][p];
+      }
+    }
+    num_allocs += o.num_allocs;
+    num_frees += o.num_frees;
+    num_oversize += o.num_oversize;
+    num_deferred += o.num_deferred;
+    num_pending += o.num_pending;
+    num_segment_allocs += o.num_segment_allocs;
+    num_segment_frees += o.num_segment_frees;
+  }
+
   std::uint64_t current(std::size_t q, std::size_t p) const noexcept {
     return inc_[q][p] - dec_[q][p];
   }
@@ -151,58 +172,97 @@ class stream_stats {
   std::uint64_t whole_free_[pool_count] = {};
 };
 
+/// The peaks of one memory pool (detail/pool.hpp), and scratch sums for a rebalance. Read and
+/// written only under the engine's stats mutex.
+struct pool_peaks {
+  std::uint64_t peak[quantity_count][pool_count + 1] = {};  ///< by quantity and size class
+  std::uint64_t total[pool_count + 1] = {};                 ///< scratch: sum of current values
+  std::uint64_t sum[pool_count + 1] = {};                   ///< scratch: sum of ceilings
+};
+
 /// The engine-wide part: peaks, event counters, and the reserved bytes the memory limit is
 /// checked against. Peaks are read and written only under the engine's stats mutex.
 class global_stats {
  public:
-  /// Sums `streams` (all locked by the caller, with the stats mutex), raises the peaks to the
-  /// totals and sets new ceilings. Each stream keeps the ceiling it had (the room it freed is
-  /// its own to reuse) as far as the invariant allows; what is left under the peaks goes to
-  /// `trigger`, the stream whose change crossed its ceiling (nullptr: none). `reset`: peaks
-  /// become the totals and every ceiling the stream's current value.
+  /// Sums `streams` (all locked by the caller, with the stats mutex), raises the peaks of the
+  /// allocator and of every memory pool (each stream's `peaks`) to the totals and sets new
+  /// ceilings. Invariant, per quantity: in every pool, the streams' ceilings of a size class
+  /// sum to at most the pool's peak of that class, and over both classes to at most the pool's
+  /// all-classes peak; over all pools the same holds against the allocator's peaks. Each stream
+  /// keeps the ceiling it had (the room it freed is its own to reuse) as far as the invariant
+  /// allows; what is left under every peak goes to `trigger`, the stream whose change crossed
+  /// its ceiling (nullptr: none). `reset`: peaks become the totals and every ceiling the
+  /// stream's current value.
   template <class StreamList, class Stream>
   void rebalance(const StreamList& streams, const Stream* trigger, bool reset) noexcept {
-    const std::size_t n = streams.size();
-    std::uint64_t total[pool_count + 1];
+    constexpr std::size_t all = pool_count;
     for (std::size_t q = 0; q < quantity_count; ++q) {
-      std::fill(std::begin(total), std::end(total), 0);
-      for (const auto* ss : streams) {
+      std::uint64_t total[pool_count + 1] = {};
+      for (auto* ss : streams) {
+        std::fill(std::begin(ss->peaks->total), std::end(ss->peaks->total), 0);
+        std::fill(std::begin(ss->peaks->sum), std::end(ss->peaks->sum), 0);
+      }
+      for (auto* ss : streams) {
         for (std::size_t p = 0; p < pool_count; ++p) {
-          total[p] += ss->stats.current(q, p);
-          total[pool_count] += ss->stats.current(q, p);
+          const std::uint64_t c = ss->stats.current(q, p);
+          for (std::uint64_t* t :
+               {&total[p], &total[all], &ss->peaks->total[p], &ss->peaks->total[all]}) {
+            *t += c;
+          }
         }
       }
-      for (std::size_t p = 0; p <= pool_count; ++p) {
+      for (std::size_t p = 0; p <= all; ++p) {
         peak_[q][p] = reset ? total[p] : std::max(peak_[q][p], total[p]);
+      }
+      for (auto* ss : streams) {  // idempotent: a pool with several streams is seen again
+        pool_peaks& pp = *ss->peaks;
+        for (std::size_t p = 0; p <= all; ++p) {
+          pp.peak[q][p] = reset ? pp.total[p] : std::max(pp.peak[q][p], pp.total[p]);
+        }
       }
       // Wanted ceilings: the old ones, never below current; trimmed where they overshoot.
       std::uint64_t sum[pool_count + 1] = {};
-      for (std::size_t i = 0; i < n; ++i) {
-        auto& st = streams[i]->stats;
+      for (auto* ss : streams) {
+        auto& st = ss->stats;
         for (std::size_t p = 0; p < pool_count; ++p) {
           const std::uint64_t c = st.current(q, p);
           const std::uint64_t want = reset ? c : std::max(c, st.ceiling(q, p));
           st.set_ceiling(q, p, want);
-          sum[p] += want;
-          sum[pool_count] += want;
+          for (std::uint64_t* t : {&sum[p], &sum[all], &ss->peaks->sum[p], &ss->peaks->sum[all]}) {
+            *t += want;
+          }
+        }
+      }
+      // Trim: each pool's classes, each pool's total, then the allocator's classes and total.
+      const auto over = [](std::uint64_t s, std::uint64_t peak) { return s > peak ? s - peak : 0; };
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        for (auto* ss : streams) {
+          cut(*ss, q, p, over(ss->peaks->sum[p], ss->peaks->peak[q][p]), sum);
+        }
+      }
+      for (auto* ss : streams) {
+        for (std::size_t p = 0; p < pool_count; ++p) {
+          cut(*ss, q, p, over(ss->peaks->sum[all], ss->peaks->peak[q][all]), sum);
         }
       }
       for (std::size_t p = 0; p < pool_count; ++p) {
-        trim(streams, q, p, sum[p] > peak_[q][p] ? sum[p] - peak_[q][p] : 0, sum);
+        for (auto* ss : streams) cut(*ss, q, p, over(sum[p], peak_[q][p]), sum);
       }
-      for (std::size_t p = 0; p < pool_count && sum[pool_count] > peak_[q][pool_count]; ++p) {
-        trim(streams, q, p, sum[pool_count] - peak_[q][pool_count], sum);
+      for (auto* ss : streams) {
+        for (std::size_t p = 0; p < pool_count; ++p)
+          cut(*ss, q, p, over(sum[all], peak_[q][all]), sum);
       }
       if (trigger == nullptr || reset) continue;
       const auto it = std::find(streams.begin(), streams.end(), trigger);
       if (it == streams.end()) continue;
       auto& st = (*it)->stats;
+      pool_peaks& pp = *(*it)->peaks;
       for (std::size_t p = 0; p < pool_count; ++p) {
         const std::uint64_t room =
-            std::min(peak_[q][p] - sum[p], peak_[q][pool_count] - sum[pool_count]);
+            std::min({pp.peak[q][p] - pp.sum[p], pp.peak[q][all] - pp.sum[all],
+                      peak_[q][p] - sum[p], peak_[q][all] - sum[all]});
         st.set_ceiling(q, p, st.ceiling(q, p) + room);
-        sum[p] += room;
-        sum[pool_count] += room;
+        for (std::uint64_t* t : {&sum[p], &sum[all], &pp.sum[p], &pp.sum[all]}) *t += room;
       }
     }
   }
@@ -232,19 +292,19 @@ class global_stats {
   std::atomic<std::uint64_t> num_use_after_free{0};
 
  private:
-  // Lowers ceilings of pool `p` towards current values by up to `excess` bytes in all.
-  template <class StreamList>
-  static void trim(const StreamList& streams, std::size_t q, std::size_t p, std::uint64_t excess,
-                   std::uint64_t* sum) noexcept {
-    for (auto* ss : streams) {
-      if (excess == 0) return;
-      auto& st = ss->stats;
-      const std::uint64_t slack = st.ceiling(q, p) - st.current(q, p);
-      const std::uint64_t cut = std::min(slack, excess);
-      st.set_ceiling(q, p, st.ceiling(q, p) - cut);
-      excess -= cut;
-      sum[p] -= cut;
-      sum[pool_count] -= cut;
+  // Lowers the ceiling of size class `p` of stream `ss` towards its current value by up to
+  // `excess` bytes, keeping the sums (the allocator's `sum` and the stream's pool's) in step.
+  template <class Stream>
+  static void cut(Stream& ss, std::size_t q, std::size_t p, std::uint64_t excess,
+                  std::uint64_t* sum) noexcept {
+    if (excess == 0) return;
+    auto& st = ss.stats;
+    const std::uint64_t slack = st.ceiling(q, p) - st.current(q, p);
+    const std::uint64_t c = std::min(slack, excess);
+    st.set_ceiling(q, p, st.ceiling(q, p) - c);
+    for (std::uint64_t* t :
+         {&sum[p], &sum[pool_count], &ss.peaks->sum[p], &ss.peaks->sum[pool_count]}) {
+      *t -= c;
     }
   }
 

@@ -1,7 +1,9 @@
-// Everything the allocator keeps for one stream: its segments, its free blocks (a free index
-// per band, plus one of oversize blocks, which are never split) and its block nodes,
-// all behind one spinlock. Streams never share blocks, so threads working on different streams
-// never contend here. Stream states live until the allocator is destroyed.
+// Everything the allocator keeps for one stream in one memory pool: its segments, its free
+// blocks (a free index per band, plus one of oversize blocks, which are never split) and its
+// block nodes, all behind one spinlock. Streams never share blocks, so threads working on
+// different streams never contend here. A stream has one state per memory pool it allocates
+// from; a state belongs to one pool at a time (it changes pool only when its pool was retired
+// with no segment left, detail/pool.hpp) and lives until the allocator is destroyed.
 #pragma once
 
 #include <cstddef>
@@ -14,15 +16,21 @@
 namespace cachalot::detail {
 
 /// Per-stream allocator state. Every member is guarded by `lock`.
+struct pool_record;
+
 struct stream_state {
   /// Free indexes: two bands per pool (engine::band_of), so that small requests and larger ones
   /// can be kept in different segments.
   static constexpr std::size_t band_count = 2 * pool_count;
 
-  explicit stream_state(stream_t s) : stream(s) {}
+  stream_state(stream_t s, pool_record* p, pool_peaks* pp) : pool(p), peaks(pp), stream(s) {}
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
+  /// The memory pool and its peaks (changed only with the registry locked exclusively and the
+  /// state empty; read under the registry lock, the stream lock or the stats mutex).
+  pool_record* pool;
+  pool_peaks* peaks;
   spinlock lock;                 ///< guards everything below
   const stream_t stream;         ///< the stream
   free_index index[band_count];  ///< free blocks below max_split_size, per band

@@ -28,6 +28,21 @@ int main(void) {
   }
   if (cachalot_free(a, p, NULL) != CACHALOT_SUCCESS) return 4;
   if (cachalot_free(a, p, NULL) != CACHALOT_ERROR_INVALID_POINTER) return 5;
+  {
+    cachalot_pool_options o = {0};
+    cachalot_pool_id pool = CACHALOT_DEFAULT_POOL;
+    o.size = sizeof o;
+    o.name = "c99";
+    o.type = CACHALOT_POOL_TENANT;
+    o.limit = (size_t)1 << 26;
+    if (cachalot_pool_create(a, &o, &pool) != CACHALOT_SUCCESS) return 6;
+    if (cachalot_pool_malloc(a, pool, &p, 1000, NULL) != CACHALOT_SUCCESS) return 7;
+    if (cachalot_pool_get_stats(a, pool, &s) != CACHALOT_SUCCESS || s.allocated_bytes != 1024) {
+      return 8;
+    }
+    if (cachalot_free(a, p, NULL) != CACHALOT_SUCCESS) return 9;
+    if (cachalot_pool_release(a, pool) != CACHALOT_SUCCESS) return 10;
+  }
   cachalot_destroy(a);
   puts("c99 shim ok");
   return 0;

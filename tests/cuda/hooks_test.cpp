@@ -237,4 +237,103 @@ TEST_F(Hooks, ManyThreadsOnTheirOwnStreams) {
   EXPECT_EQ(stats().allocations.all.current, before.allocations.all.current);
 }
 
+int only_this_stream(void* context, void* stream) {
+  return stream == *static_cast<void**>(context);
+}
+
+// PyTorch's graph-pool hooks (capture_begin / capture_end / reset of torch.cuda.CUDAGraph). On
+// the simulated device: routing, reuse inside the pool, isolation from eager work, sharing and
+// release. On a GPU this is also the capture check: a cold capture grows the pool during a
+// global-mode capture, eager work on another thread meanwhile keeps the capture valid, the
+// graph replays with the right results, and eager work never received a pool block.
+TEST_F(Hooks, TorchGraphPoolHooks) {
+  void* s = make_stream();
+  void* other = make_stream();
+  const uint64_t id0 = 4242;  // PyTorch's MempoolId_t
+  const cachalot_stats before = stats();
+  ASSERT_EQ(cachalot_torch_begin_allocate_to_pool(0, id0, 0, only_this_stream, &s),
+            CACHALOT_SUCCESS)
+      << cachalot_last_error();
+  [[maybe_unused]] const bool gpu = gpu_mode();
+#ifdef CACHALOT_WITH_CUDA
+  if (gpu) {
+    ASSERT_EQ(cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeGlobal),
+              cudaSuccess);
+  }
+#endif
+  constexpr size_t out_size = 3 << 20;
+  void* out = cachalot_torch_malloc(out_size, 0, s);  // cold: the pool grows (in the capture)
+  ASSERT_NE(out, nullptr) << cachalot_last_error();
+  void* tmp = cachalot_torch_malloc(1 << 20, 0, s);
+  ASSERT_NE(tmp, nullptr) << cachalot_last_error();
+#ifdef CACHALOT_WITH_CUDA
+  if (gpu) {
+    ASSERT_EQ(cudaMemsetAsync(tmp, 0x11, 1 << 20, static_cast<cudaStream_t>(s)), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(out, 0x5a, out_size, static_cast<cudaStream_t>(s)), cudaSuccess);
+  }
+#endif
+  cachalot_torch_free(tmp, 1 << 20, 0, s);  // freed in the capture: reused by the capture
+  void* tmp2 = cachalot_torch_malloc(1 << 20, 0, s);
+  EXPECT_EQ(tmp2, tmp);
+  // Eager work meanwhile, on another stream and thread: never a pool block, never a broken
+  // capture (its growth runs in relaxed mode; no event query, no free).
+  std::vector<void*> eager;
+  std::thread([&] {
+    for (size_t n : {size_t{1} << 20, size_t{3} << 20, size_t{40} << 20}) {
+      eager.push_back(cachalot_torch_malloc(n, 0, other));
+    }
+    cachalot_torch_empty_cache();
+  }).join();
+  for (void* e : eager) {
+    ASSERT_NE(e, nullptr) << cachalot_last_error();
+    EXPECT_NE(e, tmp);
+    EXPECT_NE(e, out);
+  }
+#ifdef CACHALOT_WITH_CUDA
+  cudaGraph_t graph = nullptr;
+  if (gpu) {
+    ASSERT_EQ(cudaStreamEndCapture(static_cast<cudaStream_t>(s), &graph), cudaSuccess)
+        << "the capture was invalidated";
+  }
+#endif
+  ASSERT_EQ(cachalot_torch_end_allocate_to_pool(0, id0, 0), CACHALOT_SUCCESS);
+  cachalot_torch_free(tmp2, 1 << 20, 0, s);
+#ifdef CACHALOT_WITH_CUDA
+  if (gpu) {  // replay, then check what the graph wrote
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaMemset(out, 0, out_size), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, static_cast<cudaStream_t>(s)), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), cudaSuccess);
+    std::vector<unsigned char> host(out_size);
+    ASSERT_EQ(cudaMemcpy(host.data(), out, out_size, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(host.front(), 0x5a);
+    EXPECT_EQ(host.back(), 0x5a);
+    (void)cudaGraphExecDestroy(exec);
+    (void)cudaGraphDestroy(graph);
+  }
+#endif
+  // After the capture, eager work on the capturing stream does not get the pool's free block.
+  void* after = cachalot_torch_malloc(1 << 20, 0, s);
+  ASSERT_NE(after, nullptr);
+  EXPECT_NE(after, tmp);
+  cachalot_torch_free(after, 1 << 20, 0, s);
+  // A second graph shares the pool, then both are destroyed.
+  ASSERT_EQ(cachalot_torch_begin_allocate_to_pool(0, id0, 0, nullptr, nullptr), CACHALOT_SUCCESS);
+  void* again = cachalot_torch_malloc(1 << 20, 0, other);  // NULL filter: every stream
+  EXPECT_NE(again, nullptr);
+  cachalot_torch_free(again, 1 << 20, 0, other);
+  ASSERT_EQ(cachalot_torch_end_allocate_to_pool(0, id0, 0), CACHALOT_SUCCESS);
+  const cachalot_stats held = stats();
+  ASSERT_EQ(cachalot_torch_release_pool(0, id0, 0), CACHALOT_SUCCESS);
+  ASSERT_EQ(cachalot_torch_release_pool(0, id0, 0), CACHALOT_SUCCESS);  // the last reference
+  EXPECT_EQ(cachalot_torch_release_pool(0, id0, 0), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cachalot_torch_end_allocate_to_pool(0, id0, 0), CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_LT(stats().reserved_bytes, held.reserved_bytes) << "the pool's free segments stayed";
+  cachalot_torch_free(out, out_size, 0, s);  // the graph's output, kept by the user until now
+  for (size_t i = 0; i < eager.size(); ++i) cachalot_torch_free(eager[i], 0, 0, other);
+  cachalot_torch_empty_cache();
+  EXPECT_EQ(stats().num_live_allocations, before.num_live_allocations);
+}
+
 }  // namespace

@@ -9,6 +9,7 @@
 //  - blocks tile their segment (an expandable one: its address range) exactly, no two free
 //    blocks and no two holes are adjacent, holes lie on chunk boundaries, mapped blocks add up
 //    to the segment's size;
+//  - the same for every memory pool, over the segments the snapshot gives to it;
 //  - on a simulated device: segment bytes + mapped chunk bytes == reserved, live segments +
 //    live address ranges == segments, chunk maps and unmaps as the allocator counted them;
 //  - every pointer the caller believes live is owned and has its size.
@@ -101,6 +102,36 @@ inline std::string check_pool(const char* pool, const memory_stats& s, pool_kind
   }
   return "";
 }
+/// Every byte and count stat of each memory pool equals the sum over its segments.
+inline std::string check_memory_pools(const allocator& a, const memory_snapshot& snap) {
+  for (const pool_info& info : a.pools()) {
+    const memory_stats s = a.stats(info.id);
+    pool_sums pools[pool_count];
+    std::uint64_t pending = 0, free_blocks = 0, largest = 0;
+    for (const segment_info& seg : snap.segments) {
+      if (seg.memory_pool != info.id) continue;
+      std::string e = check_segment(seg, pools[static_cast<std::size_t>(seg.pool)], pending,
+                                    free_blocks, largest);
+      if (!e.empty()) return e;
+    }
+    const std::string name = "pool " + std::to_string(info.id) + " ";
+    for (auto [cls, k] :
+         {std::pair{"small", pool_kind::small}, std::pair{"large", pool_kind::large}}) {
+      std::string e = check_pool((name + cls).c_str(), s, k, pools[static_cast<std::size_t>(k)]);
+      if (!e.empty()) return e;
+    }
+    for (auto [what, stat, sum] :
+         {std::tuple{"pending blocks", s.num_pending_blocks, pending},
+          std::tuple{"free blocks", s.num_free_blocks, free_blocks},
+          std::tuple{"largest free block", s.largest_free_block, largest}}) {
+      std::string e = compare((name + what).c_str(), stat, sum);
+      if (!e.empty()) return e;
+    }
+    if (s.reserved_bytes.all.current > s.reserved_bytes.all.peak) return name + "peak < current";
+    if (info.limit != 0 && s.reserved_bytes.all.peak > info.limit) return name + "over its limit";
+  }
+  return "";
+}
 }  // namespace detail_inv
 
 /// Checks every invariant of the file comment. `live` maps pointers the caller holds to the
@@ -136,6 +167,7 @@ inline std::string check_invariants(const allocator& a, const simulated_device* 
     std::string e = compare(what, stat, sum);
     if (!e.empty()) return e;
   }
+  if (std::string e = check_memory_pools(a, snap); !e.empty()) return e;
   if (device != nullptr) {
     const sim_counters c = device->counters();
     for (auto [what, stat, sum] :

@@ -30,7 +30,30 @@ struct backend_case {
   bool host_backed = false;  ///< contents readable and writable
   std::function<std::shared_ptr<device_backend>(const config&)> make;  ///< backend factory
   bool fake_streams = true;  ///< made-up stream handles (else real CUDA streams)
+  /// "" (the default pool), or the memory pool every allocation is routed to: "graph" (a graph
+  /// pool: segments kept until it is released) or "tenant" (a tenant pool with a limit, a
+  /// guarantee and a priority).
+  std::string pool;
 };
+
+/// Routes every allocation of `a` to a new pool of the kind `c.pool` names (nothing for "").
+/// Returns the pool (default_pool for "").
+inline pool_id route_to_case_pool(allocator& a, const backend_case& c) {
+  if (c.pool.empty()) return default_pool;
+  pool_options o;
+  o.name = c.pool;
+  if (c.pool == "graph") {
+    o.type = pool_type::graph;
+    o.declares_capture = false;  // a private pool used outside captures (capture_test.cpp)
+  } else {
+    o.limit = 6 * GiB;
+    o.guarantee = 1 * GiB;
+    o.priority = 1;
+  }
+  const pool_id id = a.create_pool(o);
+  a.begin_allocate_to_pool(id, [](stream_t) { return true; });
+  return id;
+}
 
 inline std::shared_ptr<device_backend> make_sim(const config& c) {
   sim_options o;
@@ -40,34 +63,40 @@ inline std::shared_ptr<device_backend> make_sim(const config& c) {
 }
 
 /// The cases: simulated device bare and host-backed, with the default and a tuned config, with
-/// fixed and with expandable segments; CUDA with the default config when a device exists.
+/// fixed and with expandable segments, and with every allocation routed to a graph pool or to a
+/// tenant pool (fixed and expandable); CUDA with the default config when a device exists.
 inline std::vector<backend_case> conformance_cases() {
   std::vector<backend_case> cases = {
-      {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim, true},
+      {"sim_default", "backend:simulated,capacity:8GiB", true, false, make_sim, true, ""},
       {"sim_host_backed", "backend:simulated,capacity:1GiB,host_backing:1", true, true, make_sim,
-       true},
+       true, ""},
       {"sim_max_split", "backend:simulated,capacity:8GiB,max_split_size:64MiB", true, false,
-       make_sim, true},
+       make_sim, true, ""},
       {"sim_limit", "backend:simulated,capacity:80GiB,memory_limit:2GiB", true, false, make_sim,
-       true},
+       true, ""},
       {"sim_expandable", "backend:simulated,capacity:8GiB,expandable_segments:1", true, false,
-       make_sim, true},
+       make_sim, true, ""},
       {"sim_expandable_host_backed",
        "backend:simulated,capacity:1GiB,host_backing:1,expandable_segments:1", true, true,
-       make_sim, true},
+       make_sim, true, ""},
       {"sim_expandable_limit",
        "backend:simulated,capacity:80GiB,memory_limit:2GiB,expandable_segments:1", true, false,
-       make_sim, true},
+       make_sim, true, ""},
+      {"sim_graph_pool", "backend:simulated,capacity:8GiB", true, false, make_sim, true, "graph"},
+      {"sim_tenant_pool", "backend:simulated,capacity:8GiB", true, false, make_sim, true,
+       "tenant"},
+      {"sim_expandable_tenant_pool", "backend:simulated,capacity:8GiB,expandable_segments:1", true,
+       false, make_sim, true, "tenant"},
   };
   const char* fake = std::getenv("CACHALOT_TEST_FAKE_CUDA");
   if (fake != nullptr && *fake != '\0') {
     if (cuda_device_count() > 0) {
       cases.push_back({"cuda_fake_driver", "backend:cuda,memory_limit:8GiB", false, false,
-                       [](const config& c) { return make_backend(c); }, true});
+                       [](const config& c) { return make_backend(c); }, true, ""});
     }
   } else if (cuda_device_count() > 0) {
     cases.push_back({"cuda_default", "backend:cuda,memory_limit:8GiB", false, false,
-                     [](const config& c) { return make_backend(c); }, false});
+                     [](const config& c) { return make_backend(c); }, false, ""});
   }
   return cases;
 }

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
@@ -33,9 +35,11 @@ inline bool holds_live_block(const segment_info& seg) {
   });
 }
 
-inline snapshot_sums sum_snapshot(const memory_snapshot& snap) {
+/// `only`: the segments of one memory pool (default: all).
+inline snapshot_sums sum_snapshot(const memory_snapshot& snap, const pool_id* only = nullptr) {
   snapshot_sums s;
   for (const segment_info& seg : snap.segments) {
+    if (only != nullptr && seg.memory_pool != *only) continue;
     const std::size_t p = static_cast<std::size_t>(seg.pool);
     for (std::size_t i : {p, std::size_t{2}}) {
       s.reserved[i] += seg.size;
@@ -100,12 +104,11 @@ inline void expect_well_formed(const memory_snapshot& snap, std::size_t chunk = 
   }
 }
 
-/// Asserts that every stat equals the corresponding sum over the snapshot.
-inline void expect_stats_match_snapshot(const allocator& a) {
-  const memory_snapshot snap = a.snapshot();
-  const memory_stats st = a.stats();
-  expect_well_formed(snap);
-  const snapshot_sums s = sum_snapshot(snap);
+/// Asserts that every stat of `st` equals the corresponding sum over `snap` (or over the
+/// segments of pool `*only`).
+inline void expect_stats_match(const memory_stats& st, const memory_snapshot& snap,
+                               const pool_id* only, const char* what) {
+  const snapshot_sums s = sum_snapshot(snap, only);
   const pool_stats* groups[] = {&st.reserved_bytes, &st.allocated_bytes,      &st.requested_bytes,
                                 &st.active_bytes,   &st.inactive_split_bytes, &st.allocations,
                                 &st.segments};
@@ -114,17 +117,58 @@ inline void expect_stats_match_snapshot(const allocator& a) {
   const char* names[] = {"reserved",       "allocated",   "requested", "active",
                          "inactive_split", "allocations", "segments"};
   for (std::size_t g = 0; g < 7; ++g) {
-    EXPECT_EQ(groups[g]->small.current, sums[g][0]) << names[g] << " (small pool)";
-    EXPECT_EQ(groups[g]->large.current, sums[g][1]) << names[g] << " (large pool)";
-    EXPECT_EQ(groups[g]->all.current, sums[g][2]) << names[g] << " (all)";
-    EXPECT_LE(groups[g]->all.current, groups[g]->all.peak) << names[g] << " peak";
+    EXPECT_EQ(groups[g]->small.current, sums[g][0]) << what << names[g] << " (small pool)";
+    EXPECT_EQ(groups[g]->large.current, sums[g][1]) << what << names[g] << " (large pool)";
+    EXPECT_EQ(groups[g]->all.current, sums[g][2]) << what << names[g] << " (all)";
+    EXPECT_LE(groups[g]->all.current, groups[g]->all.peak) << what << names[g] << " peak";
+    EXPECT_LE(groups[g]->small.current, groups[g]->small.peak) << what << names[g] << " peak";
+    EXPECT_LE(groups[g]->large.current, groups[g]->large.peak) << what << names[g] << " peak";
   }
-  EXPECT_LE(st.allocated_bytes.all.current, st.reserved_bytes.all.current);
-  EXPECT_LE(st.requested_bytes.all.current, st.allocated_bytes.all.current);
-  EXPECT_EQ(st.num_free_blocks, s.free_blocks);
-  EXPECT_EQ(st.largest_free_block, s.largest_free);
-  EXPECT_EQ(st.num_segment_allocs - st.num_segment_frees, st.segments.all.current);
-  EXPECT_EQ(st.num_allocs - st.num_frees, st.allocations.all.current);
+  EXPECT_LE(st.allocated_bytes.all.current, st.reserved_bytes.all.current) << what;
+  EXPECT_LE(st.requested_bytes.all.current, st.allocated_bytes.all.current) << what;
+  EXPECT_EQ(st.num_free_blocks, s.free_blocks) << what;
+  EXPECT_EQ(st.largest_free_block, s.largest_free) << what;
+  EXPECT_EQ(st.num_segment_allocs - st.num_segment_frees, st.segments.all.current) << what;
+  EXPECT_EQ(st.num_allocs - st.num_frees, st.allocations.all.current) << what;
+}
+
+/// Asserts that every stat equals the corresponding sum over the snapshot, for the allocator
+/// and for each of its memory pools, and that the pools' counters add up to the allocator's.
+inline void expect_stats_match_snapshot(const allocator& a) {
+  const std::vector<pool_info> pools = a.pools();
+  const memory_snapshot snap = a.snapshot();
+  const memory_stats st = a.stats();
+  std::vector<memory_stats> per_pool;
+  for (const pool_info& p : pools) per_pool.push_back(a.stats(p.id));
+  expect_well_formed(snap);
+  expect_stats_match(st, snap, nullptr, "");
+  memory_stats sum;
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    const std::string what = "pool " + std::to_string(pools[i].id) + ": ";
+    expect_stats_match(per_pool[i], snap, &pools[i].id, what.c_str());
+    if (per_pool[i].reserved_bytes.all.current != pools[i].reserved_bytes) {
+      // pools() is read at another instant: only compare where nothing runs concurrently
+      ADD_FAILURE() << what << "pools() reserved " << pools[i].reserved_bytes << " but stats "
+                    << per_pool[i].reserved_bytes.all.current;
+    }
+    sum.num_allocs += per_pool[i].num_allocs;
+    sum.num_frees += per_pool[i].num_frees;
+    sum.num_segment_allocs += per_pool[i].num_segment_allocs;
+    sum.num_segment_frees += per_pool[i].num_segment_frees;
+    sum.num_ooms += per_pool[i].num_ooms;
+    sum.allocated_bytes.all.allocated += per_pool[i].allocated_bytes.all.allocated;
+    sum.reserved_bytes.all.freed += per_pool[i].reserved_bytes.all.freed;
+    EXPECT_LE(per_pool[i].reserved_bytes.all.peak, st.reserved_bytes.all.peak) << what;
+  }
+  if (!pools.empty()) {
+    EXPECT_EQ(sum.num_allocs, st.num_allocs);
+    EXPECT_EQ(sum.num_frees, st.num_frees);
+    EXPECT_EQ(sum.num_segment_allocs, st.num_segment_allocs);
+    EXPECT_EQ(sum.num_segment_frees, st.num_segment_frees);
+    EXPECT_LE(sum.num_ooms, st.num_ooms);  // impossible sizes fail before any pool is chosen
+    EXPECT_EQ(sum.allocated_bytes.all.allocated, st.allocated_bytes.all.allocated);
+    EXPECT_EQ(sum.reserved_bytes.all.freed, st.reserved_bytes.all.freed);
+  }
 }
 
 /// Asserts that the simulated device holds exactly the allocator's reserved bytes (segments

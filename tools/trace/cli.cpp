@@ -42,6 +42,9 @@ const char* const usage =
     "  --one-thread          issue every operation from one thread (default: one per trace "
     "thread)\n"
     "  --no-baseline         skip the pass-through baseline\n"
+    "  --pool STREAM=NAME[,limit:SIZE][,guarantee:SIZE][,priority:N][,graph]\n"
+    "                        route the trace stream logged as STREAM to memory pool NAME\n"
+    "                        (repeatable; streams naming one pool share it)\n"
     "  --version             print the version and exit\n"
     "Options also take --option=value. Exit status: 0 success, 2 bad arguments, config or trace,\n"
     "1 device failure.\n";
@@ -60,6 +63,7 @@ struct cli_options {
   bool min_capacity = false;
   std::string plot;
   std::vector<std::string> traces;
+  std::vector<pool_spec> pools;
 };
 
 template <typename T>
@@ -76,7 +80,7 @@ T parse_value(const std::string& flag, const std::string& text) {
 
 bool takes_value(const std::string& flag) {
   return flag == "--config" || flag == "--repeat" || flag == "--capacity-factor" ||
-         flag == "--plot";
+         flag == "--plot" || flag == "--pool";
 }
 
 void set_flag(cli_options& o, const std::string& flag, const std::string& value) {
@@ -97,6 +101,12 @@ void set_flag(cli_options& o, const std::string& flag, const std::string& value)
     o.baseline = false;
   } else if (flag == "--min-capacity") {
     o.min_capacity = true;
+  } else if (flag == "--pool") {
+    try {
+      add_pool_spec(o.pools, value);
+    } catch (const invalid_argument& e) {
+      throw usage_error(e.what());
+    }
   } else {
     throw usage_error("unknown option " + flag);
   }
@@ -172,6 +182,7 @@ replay_result replay_median(const prepared_trace& p, const config& cfg, const cl
   for (std::size_t run = 0; run < o.repeat; ++run) {
     replay_options ro;
     ro.use_threads = !o.one_thread;
+    ro.pools = o.pools;
     if (tty) {
       ro.progress = [&, run](double f) {
         std::fprintf(stderr, "\r%s: %s, run %zu/%zu: %3.0f%%", p.name.c_str(), label, run + 1,
@@ -195,6 +206,7 @@ void write_plot(trace_report& rep, const prepared_trace& p, const config& cfg,
   replay_options ro;
   ro.use_threads = !o.one_thread;
   ro.sample = true;
+  ro.pools = o.pools;
   const replay_result sampled = replay(p, cfg, ro);
   std::optional<replay_result> base;
   if (o.baseline) base = replay(p, baseline_config(cfg), ro);

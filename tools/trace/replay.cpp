@@ -204,6 +204,7 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   const std::shared_ptr<device_backend> backend = make_backend(cfg);
   const stream_set streams(*backend, p.streams);
   allocator alloc(cfg, backend);
+  const std::vector<pool_id> pool_ids = apply_pools(alloc, options.pools, p, streams);
   replay_state st{alloc, p, streams, options, std::vector<void*>(p.slots, nullptr), {}, 1, {}};
   if (options.sample) {
     st.sample_every = p.ops.size() / 100000 + 1;
@@ -234,6 +235,7 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
     r.busy_ns += c.busy_ns;
   }
   fill_figures(r, alloc.stats());
+  r.pools = collect_pools(alloc, options.pools, pool_ids);
   r.wall_ns = wall;
   if (!threaded) r.busy_ns = wall;
   r.ns_per_op = r.ops == 0 ? 0.0 : r.busy_ns / static_cast<double>(r.ops);

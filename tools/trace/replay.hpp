@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cachalot/config.hpp"
+#include "trace/pools.hpp"
 #include "trace/trace.hpp"
 
 namespace cachalot::tools {
@@ -52,6 +53,8 @@ struct replay_options {
   bool sample = false;      ///< record the timeline (slower; for plots)
   /// Called now and then with the fraction done (from a replaying thread).
   std::function<void(double)> progress;
+  /// Memory pools to create and route trace streams to (pools.hpp).
+  std::vector<pool_spec> pools;
 };
 
 /// Memory in use after some operation.
@@ -88,6 +91,7 @@ struct replay_result {
   double busy_ns = 0.0;
   double ns_per_op = 0.0;                ///< busy_ns / ops
   std::vector<timeline_point> timeline;  ///< filled when sampling
+  std::vector<pool_figures> pools;       ///< per pool, when replay_options::pools is set
 
   /// True if every allocation was served: only then do the peaks and the fragmentation
   /// describe the whole trace.

@@ -32,6 +32,23 @@ std::string json_number(double v) {
   return std::isfinite(v) ? fmt::format("{:.4f}", v) : "null";
 }
 
+/// Per-pool figures as a JSON member (with its leading comma), or "" without pools.
+std::string json_pools(const replay_result& r) {
+  if (r.pools.empty()) return "";
+  std::string out = ",\"pools\":[";
+  for (std::size_t i = 0; i < r.pools.size(); ++i) {
+    const pool_figures& p = r.pools[i];
+    out += fmt::format(
+        "{}{{\"name\":{},\"priority\":{},\"limit_bytes\":{},\"guarantee_bytes\":{},"
+        "\"allocations\":{},\"ooms\":{},\"peak_requested_bytes\":{},\"peak_reserved_bytes\":{},"
+        "\"segment_frees\":{}}}",
+        i == 0 ? "" : ",", json_string(p.name), p.options.priority, p.options.limit,
+        p.options.guarantee, p.allocations, p.ooms, p.peak_requested, p.peak_reserved,
+        p.segment_frees);
+  }
+  return out + "]";
+}
+
 /// The figures of one replay as JSON members (no braces).
 std::string json_figures(const replay_result& r) {
   return fmt::format(
@@ -46,7 +63,8 @@ std::string json_figures(const replay_result& r) {
       r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors, r.skipped_frees,
       r.zero_size_allocations, r.segment_allocs, r.segment_frees, r.chunk_maps, r.chunk_unmaps,
       r.device_syncs, json_number(r.ns_per_op), json_number(r.wall_ns / 1e6),
-      json_number(r.busy_ns / 1e6));
+      json_number(r.busy_ns / 1e6)) +
+         json_pools(r);
 }
 
 std::string json_min_capacity(const min_capacity_result& m) {
@@ -141,6 +159,14 @@ std::string format_text(const trace_report& r) {
         [](const replay_result& x) { return std::to_string(x.zero_size_allocations); });
   }
   out += columns(rows);
+  for (const pool_figures& pf : c.pools) {
+    out += fmt::format(
+        "  pool {:<12} prio {:>3}, limit {}, guarantee {}: peak requested {}, peak reserved {}, "
+        "{} allocations, {} out of memory, {} segments given back\n",
+        pf.name, pf.options.priority, pf.options.limit == 0 ? "-" : bytes(pf.options.limit),
+        pf.options.guarantee == 0 ? "-" : bytes(pf.options.guarantee), bytes(pf.peak_requested),
+        bytes(pf.peak_reserved), pf.allocations, pf.ooms, pf.segment_frees);
+  }
   if (r.min_capacity) {
     const min_capacity_result& m = *r.min_capacity;
     out += m.found ? fmt::format(

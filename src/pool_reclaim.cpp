@@ -1,0 +1,287 @@
+// Memory pools under pressure (see pool.cpp for the rest): the budget (pool limits and
+// guarantees against the allocator's limit), growth during a capture, the reclaim order, and
+// retiring released pools.
+//
+// Reclaim order for a request of pool P (priority p) that got no segment: cached segments of
+// released pools and of pools below p (lowest first, largest segment first), then those of
+// priority p (P's own first); then the reclaim callbacks of pools below p, lowest first, each
+// followed by the release of what it freed; then the cached segments of pools above p, only
+// as far as they stay at or above their guarantee. Each release of a segment's worth is
+// followed by a retry. A graph pool's segments are never released before the pool is; a
+// request over P's own limit releases only P's cache; nothing is released while a capture may
+// be under way.
+#include <algorithm>
+
+#include "cachalot/config.hpp"
+#include "detail/checks.hpp"
+#include "detail/engine.hpp"
+
+namespace cachalot::detail {
+
+namespace {
+thread_local bool t_in_reclaim = false;  ///< this thread runs a reclaim callback
+
+// Stages of the reclaim order, as predicates on (candidate, requester).
+bool below(const pool_record& q, const pool_record& r) {
+  return q.released.load(std::memory_order_acquire) || q.priority() < r.priority();
+}
+bool level(const pool_record& q, const pool_record& r) {
+  return !q.released.load(std::memory_order_acquire) && q.priority() == r.priority();
+}
+bool above(const pool_record& q, const pool_record& r) {
+  return !q.released.load(std::memory_order_acquire) && q.priority() > r.priority();
+}
+bool reclaimer_below(const pool_record& q, const pool_record& r) {
+  return !q.released.load(std::memory_order_acquire) && q.priority() < r.priority() &&
+         static_cast<bool>(q.options.reclaim);
+}
+bool released_only(const pool_record& q, const pool_record&) {
+  return q.released.load(std::memory_order_acquire);
+}
+}  // namespace
+
+// --- budget ----------------------------------------------------------------------------------
+
+engine::refusal engine::reserve_room(pool_record& pool, std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(budget_mutex_);
+  const std::size_t mine = pool.committed.load(std::memory_order_relaxed);
+  if (pool.options.limit != 0 && mine + bytes > pool.options.limit) return refusal::pool_limit;
+  const std::size_t total =
+      memory_limit_ != 0 ? memory_limit_ : (guaranteed_.empty() ? 0 : device_total_);
+  if (total != 0) {
+    std::size_t held = 0;  // guaranteed bytes that other pools have not reserved yet
+    for (const pool_record* q : guaranteed_) {
+      const std::size_t c = q->committed.load(std::memory_order_relaxed);
+      if (q != &pool && q->options.guarantee > c) held += q->options.guarantee - c;
+    }
+    if (gstats_.committed() + bytes + held > total) return refusal::budget;
+  }
+  pool.committed.fetch_add(bytes, std::memory_order_relaxed);
+  gstats_.reserve_room(bytes, 0);  // no limit: always succeeds
+  return refusal::none;
+}
+
+void engine::release_room(pool_record& pool, std::size_t bytes) noexcept {
+  pool.committed.fetch_sub(bytes, std::memory_order_relaxed);
+  gstats_.release_room(bytes);
+}
+
+// --- growth during a capture and under pressure ----------------------------------------------
+
+block* engine::grow_in_capture(stream_state& ss, pool_kind pool, std::size_t rounded,
+                               std::size_t requested, std::size_t seg_size) {
+  const stream_t stream = ss.stream;
+  captures_.observe(backend_, stream);
+  pool_record& p = *ss.pool;
+  if (p.options.type != pool_type::graph) {
+    if (tracer_) tracer_->on_allocate_failure(requested, stream);
+    CACHALOT_FAIL(not_supported,
+                  "cannot allocate {} on stream {}: it is being captured into a CUDA graph, its "
+                  "allocations go to pool '{}', which is not a graph pool, and the cache holds no "
+                  "free block that fits; route the capturing stream to a graph pool "
+                  "(begin_allocate_to_pool) so that the capture can grow it, or allocate before "
+                  "capture (warm-up)",
+                  format_bytes(requested), fmt::ptr(stream), p.options.name);
+  }
+  // A segment allocated during the capture stays in the graph pool until the pool is released,
+  // so replays never find it freed. Nothing can be released while the capture lasts.
+  refusal why = refusal::none;
+  if (void* base = grow(seg_size, stream, p, true, &why)) {
+    return add_segment(ss, pool, base, seg_size, rounded, requested);
+  }
+  fail_oom(requested, stream,
+           why == refusal::pool_limit
+               ? "the pool's limit is reached, and nothing can be released during a CUDA graph "
+                 "capture"
+               : "the device cannot supply a new segment, and no cached memory can be released "
+                 "during a CUDA graph capture",
+           &p);
+}
+
+block* engine::grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
+                                   std::size_t requested, std::size_t seg_size, refusal why,
+                                   const char** reason) {
+  pool_record& p = *ss.pool;
+  gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
+  p.num_retries.fetch_add(1, std::memory_order_relaxed);
+  bool tried = false;  // an attempt since the last release
+  const auto attempt = [&]() -> block* {
+    tried = true;
+    if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+    return grow_memory(ss, pool, rounded, requested, seg_size, &why);
+  };
+  // Releases cached segments of `q`, largest first, a segment's worth at a time, retrying.
+  const auto drain = [&](pool_record* q, bool above_guarantee) -> block* {
+    while (release_free_segments({q}, above_guarantee, 0, seg_size) != 0) {
+      if (block* b = attempt()) return b;
+    }
+    return nullptr;
+  };
+  poll_pending(true);  // (does nothing while a capture may be under way)
+  if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
+  if (why == refusal::pool_limit) {  // only the pool's own cache can help: others stay as they are
+    if (block* b = drain(&p, false)) return b;
+    if (!tried) {
+      if (block* b = attempt()) return b;
+    }
+    *reason = "the pool's limit is reached";
+    return nullptr;
+  }
+  if (!capture_underway()) {
+    for (pool_record* q : pools_where(below, p)) {  // released pools, then lowest priority
+      if (block* b = drain(q, false)) return b;
+    }
+    std::vector<pool_record*> peers = pools_where(level, p);  // the requester's own cache first
+    std::stable_partition(peers.begin(), peers.end(),
+                          [&p](const pool_record* q) { return q == &p; });
+    for (pool_record* q : peers) {
+      if (block* b = drain(q, false)) return b;
+    }
+    for (pool_record* q :
+         t_in_reclaim ? std::vector<pool_record*>{} : pools_where(reclaimer_below, p)) {
+      t_in_reclaim = true;  // a callback that allocates under pressure calls no callback
+      try {
+        (void)q->options.reclaim(q->id, seg_size);
+      } catch (...) {  // a failing callback freed what it freed
+      }
+      t_in_reclaim = false;
+      poll_pending(true);
+      if (block* b = drain(q, false)) return b;
+    }
+    for (pool_record* q : pools_where(above, p)) {
+      if (block* b = drain(q, true)) return b;
+    }
+  }
+  if (!tried) {  // nothing released here; another thread may have released meanwhile
+    if (block* b = attempt()) return b;
+  }
+  *reason = why == refusal::budget ? "the memory limit (and the other pools' guarantees) leave "
+                                     "no room for a new segment"
+            : capture_underway()
+                ? "the device cannot supply a new segment, and no cached memory can be released "
+                  "while a CUDA graph capture may be under way"
+                : "the device cannot supply a new segment";
+  return nullptr;
+}
+
+std::vector<pool_record*> engine::pools_where(bool (*pick)(const pool_record&, const pool_record&),
+                                              const pool_record& requester) const {
+  std::vector<pool_record*> out;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    for (const auto& q : pools_) {
+      if (!q->retired && !q->pinned() && pick(*q, requester)) out.push_back(q.get());
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const pool_record* a, const pool_record* b) {
+    const bool ra = a->released.load(std::memory_order_relaxed);
+    const bool rb = b->released.load(std::memory_order_relaxed);
+    return ra != rb ? ra : a->priority() < b->priority();
+  });
+  return out;
+}
+
+std::size_t engine::release_free_segments(const std::vector<pool_record*>& from,
+                                          bool above_guarantee, std::size_t target,
+                                          std::size_t want) {
+  if (from.empty()) return 0;
+  std::lock_guard<std::mutex> release_lock(release_mutex_);
+  struct candidate {
+    release_candidate c;  // a fixed segment with no live block, or a span of free chunks
+    std::size_t rank;     // position of its pool in `from`
+  };
+  std::vector<candidate> candidates;
+  std::vector<release_candidate> spans;
+  for (stream_state* ss : states()) {
+    const bool vm = expandable_ && vm_allowed(ss->stream);
+    std::lock_guard<spinlock> lock(ss->lock);  // (a state's pool changes only when it is empty)
+    const auto at = std::find(from.begin(), from.end(), ss->pool);
+    if (at == from.end()) continue;
+    const auto rank = static_cast<std::size_t>(at - from.begin());
+    for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
+      if (!seg->expandable() && seg->first->state == block_state::free && seg->first->whole()) {
+        candidates.push_back(candidate{{ss, seg, nullptr, seg->base, seg->size}, rank});
+      }
+    }
+    if (vm && !ss->pool->pinned()) {
+      spans.clear();
+      collect_spans(*ss, spans);
+      for (const release_candidate& c : spans) candidates.push_back(candidate{c, rank});
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const candidate& a, const candidate& b) {
+                     return a.rank != b.rank ? a.rank < b.rank : a.c.bytes > b.c.bytes;
+                   });
+  std::size_t released = 0;
+  std::size_t picked = 0;  // bytes of spans picked, unmapped after the loop
+  span_batches batches;
+  for (const candidate& k : candidates) {
+    const std::size_t expected = gstats_.committed() - picked;
+    if ((target != 0 && expected <= target) || (want != 0 && released + picked >= want)) break;
+    pool_record& q = *k.c.ss->pool;
+    std::size_t room = k.c.bytes;  // what may go while the pool keeps its guarantee
+    if (above_guarantee) {
+      const std::size_t held = q.committed.load(std::memory_order_relaxed);
+      room = held > q.options.guarantee ? std::min(room, held - q.options.guarantee) : 0;
+    }
+    if (k.c.seg->expandable()) {
+      std::size_t over = room;
+      if (want != 0) over = std::min(over, want - released - picked);
+      if (target != 0) over = std::min(over, expected - target);
+      if (over != 0) picked += pick_span(batches, k.c, over);
+    } else if (room == k.c.bytes && release_segment(*k.c.ss, k.c.seg)) {
+      released += k.c.bytes;
+    }
+  }
+  for (auto& [ss, picks] : batches) released += release_spans(*ss, picks);
+  if (released != 0) gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
+  return released;
+}
+
+void engine::gc_release(const pool_record& requester, std::size_t target) {
+  // Near the limit: cached segments of released and lower-priority pools, then of the
+  // requester's priority, largest first within each pool, only as many as needed.
+  std::vector<pool_record*> from = pools_where(below, requester);
+  for (pool_record* q : pools_where(level, requester)) from.push_back(q);
+  release_free_segments(from, false, target, 0);
+}
+
+// --- released pools --------------------------------------------------------------------------
+
+std::size_t engine::drain_released() {
+  const std::vector<pool_record*> dead = pools_where(released_only, *pools_[0]);
+  if (dead.empty()) return 0;
+  const std::size_t released = release_free_segments(dead, false, 0, 0);
+  for (pool_record* p : dead) retire_if_empty(*p);
+  return released;
+}
+
+void engine::retire_if_empty(pool_record& pool) {
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  if (pool.retired) return;
+  std::vector<stream_state*> mine;
+  for (const auto& [key, ss] : registry_) {
+    if (key.pool != &pool) continue;
+    std::lock_guard<spinlock> state_lock(ss->lock);
+    if (ss->segments != nullptr) return;  // blocks still live or cached there
+    mine.push_back(ss.get());
+  }
+  // Empty: its states leave it, their cumulative counters kept by the pool record.
+  for (stream_state* ss : mine) {
+    {
+      std::lock_guard<spinlock> state_lock(ss->lock);
+      pool.retired_totals.absorb(ss->stats);
+      ss->stats = stream_stats{};
+    }
+    auto node = registry_.extract(state_key{&pool, ss->stream});
+    parked_.push_back(std::move(node.mapped()));
+    state_list_.erase(std::find(state_list_.begin(), state_list_.end(), ss));
+  }
+  pool.retired = true;
+  draining_.fetch_sub(1, std::memory_order_acq_rel);
+  new_route_key();
+}
+
+}  // namespace cachalot::detail
