@@ -214,7 +214,6 @@ pool_options to_options(const cachalot_pool_options& given) {
   }
   return out;
 }
-}
 
 }  // namespace cachalot::detail
 

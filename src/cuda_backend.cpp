@@ -249,16 +249,6 @@ capture_mode cuda_backend::exchange_capture_mode(capture_mode mode) {
   return static_cast<capture_mode>(m);
 }
 
-capture_mode cuda_backend::exchange_capture_mode(capture_mode mode) {
-  // Per thread, not per device: no device guard (which would itself call the runtime).
-  auto m = static_cast<cudaStreamCaptureMode>(static_cast<int>(mode));
-  static_assert(static_cast<int>(cudaStreamCaptureModeGlobal) == 0 &&
-                static_cast<int>(cudaStreamCaptureModeThreadLocal) == 1 &&
-                static_cast<int>(cudaStreamCaptureModeRelaxed) == 2);
-  CACHALOT_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&m));
-  return static_cast<capture_mode>(static_cast<int>(m));
-}
-
 std::size_t cuda_backend::segment_alignment() const {
   return 256;
 }

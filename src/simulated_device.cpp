@@ -413,14 +413,14 @@ void simulated_device::begin_capture(stream_t stream, capture_mode mode) {
   CACHALOT_EXPECTS(stream != nullptr, invalid_argument,
                    "simulated device: the legacy stream cannot be captured");
   CACHALOT_EXPECTS(impl_->captures.begin(stream, mode), invalid_argument,
-                   "simulated device: stream {} captures already", fmt::ptr(stream));
+                   "simulated device: stream {} captures already", detail::ptr(stream));
 }
 
 bool simulated_device::end_capture(stream_t stream) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const int r = impl_->captures.end(stream);
   CACHALOT_EXPECTS(r >= 0, invalid_argument, "simulated device: stream {} does not capture",
-                   fmt::ptr(stream));
+                   detail::ptr(stream));
   return r == 1;
 }
 

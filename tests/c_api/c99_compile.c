@@ -37,7 +37,7 @@ int main(void) {
     o.limit = (size_t)1 << 26;
     if (cachalot_pool_create(a, &o, &pool) != CACHALOT_SUCCESS) return 6;
     if (cachalot_pool_malloc(a, pool, &p, 1000, NULL) != CACHALOT_SUCCESS) return 7;
-    if (cachalot_pool_get_stats(a, pool, &s) != CACHALOT_SUCCESS || s.allocated_bytes != 1024) {
+    if (cachalot_pool_get_stats(a, pool, &s) != CACHALOT_SUCCESS || s.allocated_bytes.all.current != 1024) {
       return 8;
     }
     if (cachalot_free(a, p, NULL) != CACHALOT_SUCCESS) return 9;

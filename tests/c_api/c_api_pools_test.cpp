@@ -36,6 +36,7 @@ class c_api_pools : public ::testing::Test {
   void TearDown() override { cachalot_destroy(a_); }
   cachalot_stats stats(cachalot_pool_id p) {
     cachalot_stats s{};
+    s.size = sizeof s;
     EXPECT_EQ(cachalot_pool_get_stats(a_, p, &s), CACHALOT_SUCCESS) << cachalot_last_error();
     return s;
   }
@@ -54,8 +55,8 @@ TEST_F(c_api_pools, RoutesExplicitAllocationsAndStats) {
   cachalot_pool_id owner = 99;
   ASSERT_EQ(cachalot_pool_of(a_, p, &owner), CACHALOT_SUCCESS);
   EXPECT_EQ(owner, t);
-  EXPECT_EQ(stats(t).allocated_bytes, 1024u);
-  EXPECT_EQ(stats(CACHALOT_DEFAULT_POOL).allocated_bytes, 0u);
+  EXPECT_EQ(stats(t).allocated_bytes.all.current, 1024u);
+  EXPECT_EQ(stats(CACHALOT_DEFAULT_POOL).allocated_bytes.all.current, 0u);
   ASSERT_EQ(cachalot_pool_end_allocate(a_, t), CACHALOT_SUCCESS);
   void* q = nullptr;
   ASSERT_EQ(cachalot_pool_malloc(a_, t, &q, 2000, st(2)), CACHALOT_SUCCESS);
@@ -99,12 +100,12 @@ TEST_F(c_api_pools, AFilterRouteAndAGraphPool) {
   ASSERT_EQ(cachalot_pool_end_allocate(a_, g), CACHALOT_SUCCESS);
   ASSERT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
   ASSERT_EQ(cachalot_empty_cache(a_), CACHALOT_SUCCESS);
-  EXPECT_EQ(stats(g).reserved_bytes, 2u << 20) << "a graph pool keeps its segments";
+  EXPECT_EQ(stats(g).reserved_bytes.all.current, 2u << 20) << "a graph pool keeps its segments";
   ASSERT_EQ(cachalot_pool_retain(a_, g), CACHALOT_SUCCESS);
   ASSERT_EQ(cachalot_pool_release(a_, g), CACHALOT_SUCCESS);
-  EXPECT_EQ(stats(g).reserved_bytes, 2u << 20);
+  EXPECT_EQ(stats(g).reserved_bytes.all.current, 2u << 20);
   ASSERT_EQ(cachalot_pool_release(a_, g), CACHALOT_SUCCESS);
-  EXPECT_EQ(stats(g).reserved_bytes, 0u);
+  EXPECT_EQ(stats(g).reserved_bytes.all.current, 0u);
   ASSERT_EQ(cachalot_free(a_, q, nullptr), CACHALOT_SUCCESS);
 }
 
@@ -145,8 +146,8 @@ TEST_F(c_api_pools, TheReclaimCallbackFreesALowerPriorityPool) {
       << cachalot_last_error();
   EXPECT_EQ(rs.calls, 1);
   EXPECT_EQ(rs.asked, low);
-  EXPECT_EQ(stats(low).reserved_bytes, 160u << 20);
-  EXPECT_EQ(stats(high).reserved_bytes, 40u << 20);
+  EXPECT_EQ(stats(low).reserved_bytes.all.current, 160u << 20);
+  EXPECT_EQ(stats(high).reserved_bytes.all.current, 40u << 20);
   ASSERT_EQ(cachalot_free(a_, h, nullptr), CACHALOT_SUCCESS);
   for (void* p : rs.live) ASSERT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
 }
@@ -180,6 +181,7 @@ TEST_F(c_api_pools, MisuseGivesAStatusAndAMessage) {
   EXPECT_EQ(cachalot_pool_of(a_, p, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cachalot_pool_get_stats(a_, 1234, nullptr), CACHALOT_ERROR_INVALID_ARGUMENT);
   cachalot_stats s{};
+  s.size = sizeof s;
   EXPECT_EQ(cachalot_pool_get_stats(a_, 1234, &s), CACHALOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cachalot_pool_get_stats(nullptr, 0, &s), CACHALOT_ERROR_INVALID_ARGUMENT);
 }

@@ -285,16 +285,34 @@ TEST(default_c_api, LogLevels) {
   });
 }
 
-TEST(default_c_api, GraphPoolHooksRefuseLoudly) {
+TEST(default_c_api, GraphPoolHooksRouteToAPoolAndGiveItBack) {
   isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child&) {
+    // PyTorch's MempoolId_t (1, 0): begin routes every stream (NULL filter) to a graph pool.
     CHILD_EXPECT(cachalot_torch_begin_allocate_to_pool(0, 1, 0, nullptr, nullptr) ==
-                     CACHALOT_ERROR_NOT_SUPPORTED,
-                 "begin");
-    CHILD_EXPECT(std::string(cachalot_last_error()).find("not implemented") != std::string::npos,
+                     CACHALOT_SUCCESS,
                  cachalot_last_error());
-    CHILD_EXPECT(cachalot_torch_end_allocate_to_pool(0, 1, 0) == CACHALOT_ERROR_NOT_SUPPORTED,
-                 "end");
-    CHILD_EXPECT(cachalot_torch_release_pool(0, 1, 0) == CACHALOT_ERROR_NOT_SUPPORTED, "release");
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 4096, nullptr) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_torch_end_allocate_to_pool(0, 1, 0) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    // Eager work after the route never gets the pool's block.
+    void* q = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &q, 4096, nullptr) == CACHALOT_SUCCESS, "eager");
+    CHILD_EXPECT(q != p, "eager work got the graph pool's block");
+    CHILD_EXPECT(cachalot_default_free(0, q, 0, nullptr) == CACHALOT_SUCCESS, "eager free");
+    CHILD_EXPECT(cachalot_default_free(0, p, 0, nullptr) == CACHALOT_SUCCESS, "pool free");
+    cachalot_default_empty_cache(0);
+    CHILD_EXPECT(stats(0).reserved_bytes.all.current == 2u << 20,
+                 "the graph pool keeps its segment until it is released");
+    CHILD_EXPECT(cachalot_torch_release_pool(0, 1, 0) == CACHALOT_SUCCESS, cachalot_last_error());
+    cachalot_default_empty_cache(0);
+    CHILD_EXPECT(stats(0).reserved_bytes.all.current == 0, "released with its pool");
+    // Unknown pools are errors with a message, never a crash.
+    CHILD_EXPECT(cachalot_torch_end_allocate_to_pool(0, 7, 7) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "end of an unknown pool");
+    CHILD_EXPECT(cachalot_torch_release_pool(0, 1, 0) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                 "release twice");
   });
 }
 

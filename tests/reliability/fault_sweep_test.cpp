@@ -257,8 +257,8 @@ struct sweep_totals {
 
 template <class Ops>
 void sweep(std::uint64_t seed, fault_mode mode, const Ops& ops, sweep_totals& totals,
-           rig_mode mode = rig_mode::plain) {
-  rig baseline(seed, mode);
+           rig_mode kind = rig_mode::plain) {
+  rig baseline(seed, kind);
   std::uint64_t before[fault_op_count];  // calls made while constructing the allocator
   for (std::size_t op = 0; op < fault_op_count; ++op) {
     before[op] = baseline.faulty().calls(static_cast<fault_op>(op));
@@ -272,7 +272,7 @@ void sweep(std::uint64_t seed, fault_mode mode, const Ops& ops, sweep_totals& to
                 static_cast<unsigned long long>(seed), fault_op_name(op),
                 static_cast<unsigned long long>(calls));
     for (std::uint64_t n : fault_points(calls)) {
-      rig r(seed, mode);
+      rig r(seed, kind);
       r.faulty().set_allocate_mode(mode);
       if (op == fault_op::map_chunk || op == fault_op::reserve_address_range) {
         r.faulty().set_mode(op, mode);
