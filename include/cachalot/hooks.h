@@ -18,7 +18,7 @@
  * PyTorch (C++ torch::cuda::CUDAPluggableAllocator): alloc cachalot_torch_malloc, free
  * cachalot_torch_free, set_record_stream_fn cachalot_torch_record_stream, set_reset_fn
  * cachalot_torch_empty_cache, set_memory_fraction_fn cachalot_torch_set_memory_fraction, and
- * the graph-pool setters through the cachalot_torch_*_pool functions (not implemented yet).
+ * the graph-pool setters through the cachalot_torch_*_pool functions (below).
  *
  * CuPy (cupy.cuda.memory.CFunctionAllocator): CuPy passes no stream, so the CuPy hooks
  * allocate and free on the legacy default (NULL) stream. That is safe for work on the default

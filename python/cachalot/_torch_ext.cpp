@@ -23,6 +23,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -61,7 +62,10 @@ struct pool_filter {
     }
   }
 };
-std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<pool_filter>> g_filters;
+// The filters of the active routes into each pool, most recent last: cachalot calls a route's
+// filter until that route ends (end_allocate_to_pool ends the most recent route into the
+// pool), so each filter lives exactly that long, whatever releasePool does meanwhile.
+std::map<std::pair<uint64_t, uint64_t>, std::vector<std::unique_ptr<pool_filter>>> g_filters;
 std::mutex g_filters_mutex;
 
 template <class Pool>
@@ -79,22 +83,26 @@ void begin_pool(int device, std::pair<uint64_t, uint64_t> pool,
                                   raw != nullptr ? &pool_filter::call : nullptr, raw);
   TORCH_CHECK(st == kSuccess, last_error("graph pool"));
   std::lock_guard<std::mutex> lock(g_filters_mutex);
-  g_filters[pool] = std::move(filter);
+  g_filters[pool].push_back(std::move(filter));
 }
 
 // endAllocateToPool and releasePool: may run in destructors, so they warn instead of throwing.
 void end_pool(int device, std::pair<uint64_t, uint64_t> pool) {
   if (g_api.end_pool(device, pool.first, pool.second) != kSuccess) {
     TORCH_WARN(last_error("end of graph pool"));
+    return;  // no route ended: its filter stays
   }
+  std::lock_guard<std::mutex> lock(g_filters_mutex);
+  auto it = g_filters.find(pool);
+  if (it == g_filters.end() || it->second.empty()) return;
+  it->second.pop_back();
+  if (it->second.empty()) g_filters.erase(it);
 }
 
 void release_pool(int device, std::pair<uint64_t, uint64_t> pool) {
   if (g_api.release_pool(device, pool.first, pool.second) != kSuccess) {
     TORCH_WARN(last_error("release of graph pool"));
   }
-  std::lock_guard<std::mutex> lock(g_filters_mutex);
-  g_filters.erase(pool);
 }
 
 // --- detection of the setters of the installed PyTorch --------------------------------------

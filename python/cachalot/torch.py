@@ -21,8 +21,9 @@ reset_peak_memory_stats() and memory_snapshot() raise (CUDAPluggableAllocator's
 getDeviceStats, resetPeakStats and snapshot are TORCH_CHECK(false, ...)), and so does cacheInfo,
 which torch.backends.cudnn.benchmark = True calls. Use this module's functions instead.
 
-CUDA-graph private pools (torch.cuda.graph, torch.cuda.MemPool) are not implemented by
-cachalot yet: beginning one raises a RuntimeError before the capture starts.
+CUDA-graph private pools (torch.cuda.graph, torch.cuda.MemPool) map to cachalot graph pools
+through the extension's graph-pool hooks: a capture's allocations come from its pool, which may
+grow during the capture, and the pool's memory goes back once PyTorch releases it.
 """
 import glob
 import os
