@@ -92,6 +92,10 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   max_cached_ = cfg_.max_cached;
   cap_idle_ = caching_ && max_cached_ != SIZE_MAX;
   free_hooks_ = tracer_ != nullptr || cap_idle_;
+  tc_on_ = caching_ && !debug_ && !free_hooks_ && !alloc_hooks_ && cfg_.thread_cache != 0;
+  tc_capacity_ = static_cast<std::uint32_t>(cfg_.thread_cache);
+  // Lanes never hold oversize blocks (max_split_size is at least a small segment).
+  tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
   start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 
@@ -183,10 +187,17 @@ void engine::record_stream(void* ptr, stream_t stream) {
   }
   stream_state& ss = *b->owner;
   std::lock_guard<spinlock> lock(ss.lock);
-  if (b->addr != addr || b->state != block_state::allocated || b->freeing) {
+  if (b->addr != addr || b->state != block_state::allocated || b->freeing || b->released.load()) {
     CACHALOT_FAIL(invalid_pointer, "record_stream: {:#x} was freed concurrently", addr);
   }
   if (stream == ss.stream) return;
+  if (tc_on_) {  // a free racing this one either sees has_uses or is seen here (block.hpp)
+    b->has_uses.store(true);
+    if (b->released.load()) {
+      b->has_uses.store(!b->used_on.empty());
+      CACHALOT_FAIL(invalid_pointer, "record_stream: {:#x} was freed concurrently", addr);
+    }
+  }
   if (std::find(b->used_on.begin(), b->used_on.end(), stream) == b->used_on.end()) {
     b->used_on.push_back(stream);
   }
@@ -195,9 +206,18 @@ void engine::record_stream(void* ptr, stream_t stream) {
 memory_stats engine::stats_of(const pool_record* only) const {
   memory_stats s;
   all_streams_lock all(*this);
+  // Blocks in thread-cache lanes go back to their streams first, so that the free blocks and
+  // idle segments read below are the whole picture (the lanes' counters stay in the totals).
+  if (tc_on_) const_cast<engine*>(this)->tc_flush_locked(all, nullptr);
   std::vector<const stream_state*> list;
+  std::vector<const stats_holder*> holders;  // the streams of `list` and their lanes
   for (const stream_state* ss : all.streams()) {
-    if (only == nullptr || ss->pool == only) list.push_back(ss);
+    if (only != nullptr && ss->pool != only) continue;
+    list.push_back(ss);
+    holders.push_back(ss);
+    if (ss->tcache) {
+      for (const tc_lane& l : ss->tcache->lanes) holders.push_back(&l);
+    }
   }
   std::vector<const stream_stats*> retired;  // counters of states that left their pools
   for (const auto& p : pools_) {  // pools_ changes only under stats_mutex_, which `all` holds
@@ -214,7 +234,7 @@ memory_stats engine::stats_of(const pool_record* only) const {
   groups[q_segments] = &s.segments;
   for (std::size_t q = 0; q < quantity_count; ++q) {
     stat* by_pool[pool_count + 1] = {&groups[q]->small, &groups[q]->large, &groups[q]->all};
-    for (const stream_state* ss : list) {
+    for (const stats_holder* ss : holders) {
       for (std::size_t p = 0; p < pool_count; ++p) {
         for (stat* st : {by_pool[p], by_pool[pool_count]}) {
           st->current += ss->stats.current(q, p);
@@ -245,9 +265,11 @@ memory_stats engine::stats_of(const pool_record* only) const {
     s.num_segment_allocs += r->num_segment_allocs;
     s.num_segment_frees += r->num_segment_frees;
   }
+  for (const stats_holder* h : holders) {
+    s.num_allocs += h->stats.num_allocs;
+    s.num_frees += h->stats.num_frees;
+  }
   for (const stream_state* ss : list) {
-    s.num_allocs += ss->stats.num_allocs;
-    s.num_frees += ss->stats.num_frees;
     s.num_oversize_allocs += ss->stats.num_oversize;
     s.num_deferred_frees += ss->stats.num_deferred;
     s.num_pending_blocks += ss->stats.num_pending;
@@ -291,6 +313,7 @@ void engine::reset_peak_stats() {
 memory_snapshot engine::snapshot() const {
   memory_snapshot snap;
   all_streams_lock all(*this);  // one consistent cut, as stats() reads
+  if (tc_on_) const_cast<engine*>(this)->tc_flush_locked(all, nullptr);  // lanes' blocks: free
   for (const stream_state* ss : all.streams()) {
     for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
       segment_info info;
@@ -323,13 +346,17 @@ std::size_t engine::allocation_size(const void* ptr) const {
   block* b = ptr == nullptr ? nullptr : map_.find(addr);
   if (b != nullptr) {
     std::lock_guard<spinlock> lock(b->owner->lock);
-    if (b->addr == addr && b->state == block_state::allocated && !b->freeing) return b->size;
+    if (b->addr == addr && b->state == block_state::allocated && !b->freeing &&
+        !b->released.load(std::memory_order_relaxed)) {
+      return b->size;
+    }
   }
   CACHALOT_FAIL(invalid_pointer, "allocation_size: {}", describe(addr));
 }
 
 bool engine::owns(const void* ptr) const noexcept {
-  return ptr != nullptr && map_.find(reinterpret_cast<std::uintptr_t>(ptr)) != nullptr;
+  const block* b = ptr == nullptr ? nullptr : map_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return b != nullptr && !b->released.load(std::memory_order_relaxed);  // (not in a lane)
 }
 
 std::string engine::describe(std::uintptr_t addr) const {
@@ -340,10 +367,11 @@ std::string engine::describe(std::uintptr_t addr) const {
       if (addr < seg->base || addr >= seg->end()) continue;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         if (addr < b->addr || addr >= b->addr + b->size) continue;
-        const char* state = b->state == block_state::free       ? "free (already freed?)"
-                            : b->state == block_state::pending  ? "pending (already freed)"
-                            : b->state == block_state::unmapped ? "unmapped (a hole)"
-                                                                : "allocated";
+        const bool cached = b->released.load(std::memory_order_relaxed);  // in a lane: free
+        const char* state = b->state == block_state::free || cached ? "free (already freed?)"
+                            : b->state == block_state::pending      ? "pending (already freed)"
+                            : b->state == block_state::unmapped     ? "unmapped (a hole)"
+                                                                    : "allocated";
         if (addr == b->addr) {
           return fmt::format("{:#x} is not a live allocation: its block of {} B on stream {} is {}",
                              addr, b->size, fmt::ptr(ss->stream), state);
