@@ -92,7 +92,8 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   max_cached_ = cfg_.max_cached;
   cap_idle_ = caching_ && max_cached_ != SIZE_MAX;
   free_hooks_ = tracer_ != nullptr || cap_idle_;
-  tc_on_ = caching_ && !debug_ && !free_hooks_ && !alloc_hooks_ && cfg_.thread_cache != 0;
+  // (Tracing keeps lanes: a lane's put and take are traced under the lane lock.)
+  tc_on_ = caching_ && !debug_ && !cap_idle_ && cfg_.thread_cache != 0;
   tc_capacity_ = static_cast<std::uint32_t>(cfg_.thread_cache);
   // Lanes never hold oversize blocks (max_split_size is at least a small segment).
   tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
@@ -206,9 +207,6 @@ void engine::record_stream(void* ptr, stream_t stream) {
 memory_stats engine::stats_of(const pool_record* only) const {
   memory_stats s;
   all_streams_lock all(*this);
-  // Blocks in thread-cache lanes go back to their streams first, so that the free blocks and
-  // idle segments read below are the whole picture (the lanes' counters stay in the totals).
-  if (tc_on_) const_cast<engine*>(this)->tc_flush_locked(all, nullptr);
   std::vector<const stream_state*> list;
   std::vector<const stats_holder*> holders;  // the streams of `list` and their lanes
   for (const stream_state* ss : all.streams()) {
@@ -288,6 +286,7 @@ memory_stats engine::stats_of(const pool_record* only) const {
       s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
     }
   }
+  if (tc_on_) tc_view(list, s);  // blocks in lanes: as free blocks (thread_cache.cpp)
   s.num_streams = list.size();
   s.num_cache_flushes = gstats_.num_flushes.load(std::memory_order_relaxed);
   s.num_device_syncs = gstats_.num_syncs.load(std::memory_order_relaxed);
@@ -313,7 +312,6 @@ void engine::reset_peak_stats() {
 memory_snapshot engine::snapshot() const {
   memory_snapshot snap;
   all_streams_lock all(*this);  // one consistent cut, as stats() reads
-  if (tc_on_) const_cast<engine*>(this)->tc_flush_locked(all, nullptr);  // lanes' blocks: free
   for (const stream_state* ss : all.streams()) {
     for (const segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
       segment_info info;
@@ -329,6 +327,21 @@ memory_snapshot engine::snapshot() const {
         if (b->state == block_state::unmapped && !info.blocks.empty() &&
             info.blocks.back().state == block_state::unmapped) {
           info.blocks.back().size += b->size;
+          continue;
+        }
+        // A block in a thread-cache lane is free, and shows merged with free neighbours, as
+        // a drain would leave it (stats() counts it so too: tc_view).
+        if (b->in_lane.load(std::memory_order_relaxed)) {
+          if (!info.blocks.empty() && info.blocks.back().state == block_state::free) {
+            info.blocks.back().size += b->size;
+          } else {
+            info.blocks.push_back(block_info{b->addr, b->size, 0, block_state::free});
+          }
+          continue;
+        }
+        if (b->state == block_state::free && !info.blocks.empty() &&
+            info.blocks.back().state == block_state::free) {
+          info.blocks.back().size += b->size;  // (after a block in a lane)
           continue;
         }
         info.blocks.push_back(block_info{b->addr, b->size, b->requested, b->state});
@@ -367,7 +380,7 @@ std::string engine::describe(std::uintptr_t addr) const {
       if (addr < seg->base || addr >= seg->end()) continue;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         if (addr < b->addr || addr >= b->addr + b->size) continue;
-        const bool cached = b->released.load(std::memory_order_relaxed);  // in a lane: free
+        const bool cached = b->in_lane.load(std::memory_order_relaxed);  // in a lane: free
         const char* state = b->state == block_state::free || cached ? "free (already freed?)"
                             : b->state == block_state::pending      ? "pending (already freed)"
                             : b->state == block_state::unmapped     ? "unmapped (a hole)"

@@ -116,7 +116,7 @@ struct config {
   /// that threads sharing a stream reuse their own blocks without a shared lock (0 to 64; 0:
   /// off). Such blocks are free in the stats; stats, snapshots, empty_cache, trim, growth and
   /// the out-of-memory path take them back. Ignored in checked and pass-through modes and with
-  /// trace_file or max_cached; memory pools other than the default do not use it.
+  /// max_cached; memory pools other than the default do not use it.
   std::uint32_t thread_cache = 16;
   /// key `thread_cache_max_size`: largest block the thread cache keeps (a size with a unit).
   std::size_t thread_cache_max_size = std::size_t{1} << 20;

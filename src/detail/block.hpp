@@ -74,6 +74,9 @@ struct alignas(128) block {
   /// With a thread cache: a lane may take this block when it is freed (default pool, at most
   /// thread_cache_max_size). Set when the block is handed out from its stream.
   copyable_flag cacheable;
+  /// In a thread-cache lane now (written under the lane's lock; read by stats and snapshots,
+  /// which hold every lane lock, and by error messages).
+  copyable_flag in_lane;
 
   /// True if this block covers its whole (fixed) segment.
   bool whole() const noexcept { return prev == nullptr && next == nullptr; }
@@ -106,6 +109,7 @@ class block_pool {
     b->released.store(false, std::memory_order_relaxed);
     b->has_uses.store(false, std::memory_order_relaxed);
     b->cacheable.store(false, std::memory_order_relaxed);
+    b->in_lane.store(false, std::memory_order_relaxed);
     return b;  // used_on was cleared by release()
   }
   /// Returns a node to the pool. Its segment is cleared, so that a cold path holding a stale

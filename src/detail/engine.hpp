@@ -110,8 +110,11 @@ class engine {
     const std::size_t rounded = round_up(bytes);
     const pool_kind pool = rounded <= small_size_ ? pool_kind::small : pool_kind::large;
     if (thread_cache* tc = ss.tcache.get(); tc != nullptr && rounded <= tc_max_) {
-      if (block* b = tc_take(tc->mine(), pool, rounded, bytes)) [[likely]]
-        return reinterpret_cast<void*>(b->addr);  // still in the map; no hooks with lanes
+      if (block* b = tc_take(ss, tc->mine(), pool, rounded, bytes)) [[likely]] {
+        if (alloc_hooks_) [[unlikely]]
+          after_allocate(b, bytes, stream);       // (tracing: the block is this thread's already)
+        return reinterpret_cast<void*>(b->addr);  // it stayed in the map
+      }
     }
     block* b = nullptr;
     bool over_ceiling = false;
@@ -230,19 +233,22 @@ class engine {
   }
 
   // --- thread cache (detail/thread_cache.hpp; cold parts in thread_cache.cpp) ---
-  /// A block of lane `l` for `rounded` bytes, or nullptr.
-  block* tc_take(tc_lane& l, pool_kind pool, std::size_t rounded, std::size_t requested) {
+  /// A block of lane `l` (of `ss`) for `rounded` bytes, or nullptr.
+  block* tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std::size_t rounded,
+                 std::size_t requested) {
     const auto fits = [this, pool, rounded](std::size_t size) {
       return size >= rounded && !should_split_size(pool, size, rounded);
     };
-    bool over_ceiling = false;
+    std::size_t over_ceiling = 0;  // the size of a block whose stats crossed a ceiling
     if (!l.lock.try_lock()) [[unlikely]]
       return nullptr;  // another thread of this lane's slot is in it: the stream serves
     block* b = l.take(pool, requested, false, &over_ceiling, fits);
+    if (over_ceiling != 0 && tc_borrow(ss, l, pool, over_ceiling, requested, true)) [[unlikely]]
+      b = l.take(pool, requested, false, &over_ceiling, fits);
     if (b != nullptr) [[likely]]
       b->released.store(false, std::memory_order_relaxed);
     l.lock.unlock();
-    if (b != nullptr || !over_ceiling) return b;
+    if (b != nullptr || over_ceiling == 0) return b;
     return tc_take_forced(l, pool, rounded, requested);
   }
 
@@ -254,7 +260,12 @@ class engine {
     tc_lane& l = ss.tcache->mine();
     if (!l.lock.try_lock()) [[unlikely]]
       return false;
-    const tc_lane::put_result r = l.put(b, tc_capacity_, false);
+    tc_lane::put_result r = l.put(b, tc_capacity_, false);
+    if (r == tc_lane::put_result::over_ceiling &&
+        tc_borrow(ss, l, b->seg->pool, b->size, b->requested, false)) [[unlikely]]
+      r = l.put(b, tc_capacity_, false);
+    if (tracer_ && r == tc_lane::put_result::done) [[unlikely]]
+      trace_free(b);  // before the lane can hand it out: the trace is in ownership order
     l.lock.unlock();
     if (r == tc_lane::put_result::done) [[likely]]
       return true;
@@ -464,11 +475,14 @@ class engine {
   [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
                                           std::size_t requested);
   [[gnu::noinline]] bool tc_put_forced(tc_lane& l, block* b);
+  [[gnu::noinline]] bool tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_t size,
+                                   std::size_t requested, bool alloc);
   bool tc_flush_locked(const all_streams_lock& all, const stream_state* only);
   void tc_flush();
   block* tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,
                            std::size_t requested);
   void tc_attach(stream_state& ss, pool_record& pool);
+  void tc_view(const std::vector<const stream_state*>& list, memory_stats& s) const;
 
   // --- cold paths (engine_slow.cpp) ---
   [[gnu::noinline]] stream_state& state_for_slow(stream_t stream);

@@ -160,6 +160,22 @@ class stream_stats {
   std::uint64_t current(std::size_t q, std::size_t p) const noexcept {
     return inc_[q][p] - dec_[q][p];
   }
+  /// By how much current + `add` exceeds the ceiling (0 if it does not).
+  std::uint64_t deficit(std::size_t q, std::size_t p, std::uint64_t add) const noexcept {
+    const auto over = static_cast<std::int64_t>(current(q, p) + add - ceiling_[q][p]);
+    return over > 0 ? static_cast<std::uint64_t>(over) : 0;
+  }
+  /// Moves up to `want` bytes of ceiling room (never below current) from this holder to `to`,
+  /// a holder of the same memory pool, both locked: the sum of ceilings, the invariant, stays.
+  /// Returns the room moved.
+  std::uint64_t give(std::size_t q, std::size_t p, std::uint64_t want, stream_stats& to) noexcept {
+    const auto slack = static_cast<std::int64_t>(ceiling_[q][p] - current(q, p));
+    if (slack <= 0) return 0;
+    const std::uint64_t moved = std::min<std::uint64_t>(want, static_cast<std::uint64_t>(slack));
+    ceiling_[q][p] -= moved;
+    to.ceiling_[q][p] += moved;
+    return moved;
+  }
   /// True if current + `add` exceeds the ceiling (signed comparison).
   bool crosses(std::size_t q, std::size_t p, std::uint64_t add) const noexcept {
     return static_cast<std::int64_t>(current(q, p) + add) >

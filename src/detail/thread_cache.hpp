@@ -13,8 +13,9 @@
 //    is still allocated: it stays in the pointer map (with block::released set) and keeps its
 //    segment live (so the segment is not wholly free while a lane holds one of its blocks).
 //  - Only plain blocks enter a lane: default pool, no other stream recorded or named at the
-//    free, at most the configured size, never oversize; never in checked, pass-through,
-//    tracing or max_cached modes (the engine creates no lanes then).
+//    free, at most the configured size, never oversize; never in checked, pass-through or
+//    max_cached modes (the engine creates no lanes then). Tracing: a put and a take are
+//    traced while the lane lock is held, so the trace stays in ownership order.
 //  - A lane hands out only blocks of its own stream state, so stream order makes reuse safe,
 //    whichever thread freed the block.
 //  - drain() (under the engine's all_streams_lock) takes every block back exactly: the lane's
@@ -44,16 +45,17 @@ struct alignas(128) tc_lane : stats_holder {
 
   enum class put_result : std::uint8_t { done, full, over_ceiling };
 
-  /// Under `lock`: the most recently cached block of `pool` whose size `fits`, counted as allocated
-  /// (`requested` bytes asked), or nullptr. With `forced` false, a block whose stats would
-  /// cross a ceiling is left in place and `*over_ceiling` is set.
+  /// Under `lock`: the most recently cached block of `pool` whose size `fits`, counted as
+  /// allocated (`requested` bytes asked), or nullptr. With `forced` false, a block whose stats
+  /// would cross a ceiling is left in place and `*over_ceiling` is set to its size.
   template <class Fits>
-  block* take(pool_kind pool, std::size_t requested, bool forced, bool* over_ceiling, Fits&& fits) {
+  block* take(pool_kind pool, std::size_t requested, bool forced, std::size_t* over_ceiling,
+              Fits&& fits) {
     for (std::uint32_t i = count; i-- > 0;) {
       const std::size_t size = sizes[i];
       if (pools[i] != pool || !fits(size)) continue;
       if (!stats.try_alloc(pool, size, requested, 0, !forced)) [[unlikely]] {
-        *over_ceiling = true;
+        *over_ceiling = size;
         return nullptr;
       }
       block* b = slots[i];
@@ -62,6 +64,7 @@ struct alignas(128) tc_lane : stats_holder {
       sizes[i] = sizes[count];
       pools[i] = pools[count];
       b->requested = requested;
+      b->in_lane.store(false, std::memory_order_relaxed);
       ++stats.num_allocs;
       return b;
     }
@@ -75,6 +78,7 @@ struct alignas(128) tc_lane : stats_holder {
     const pool_kind pool = b->seg->pool;
     if (!stats.try_free(pool, b->size, b->requested, 0, !forced)) [[unlikely]]
       return put_result::over_ceiling;
+    b->in_lane.store(true, std::memory_order_relaxed);
     slots[count] = b;
     sizes[count] = b->size;
     pools[count] = pool;
@@ -91,6 +95,7 @@ struct alignas(128) tc_lane : stats_holder {
     for (std::uint32_t i = 0; i < count; ++i) {
       block* b = slots[i];
       stats.cancel_cached_free(b->seg->pool, b->size, b->requested);
+      b->in_lane.store(false, std::memory_order_relaxed);
       release(b);
     }
     count = 0;

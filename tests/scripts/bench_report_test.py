@@ -45,7 +45,9 @@ with tempfile.TemporaryDirectory() as d:
                          text=True, check=True).stdout
 want = ["5.00 GiB", "3.00 GiB", "1.50 GiB 1.500x", "n/a", "INCOMPLETE (allocations refused): beta",
         "min capacity = the smallest capacity", "peak req / all / res", "glibc = malloc/free",
-        "simulator's bookkeeping", "FLAG: two threads on ONE stream are slower than one"]
+        "simulator's bookkeeping", "FLAG: two threads on ONE stream are slower than one",
+        "MISSED 2 threads on ONE stream: 0.20x the throughput of 1 (>= 1.5x",
+        "MISSED hot pair       512 B:   50.0 ns (<= 30 ns)"]
 missing = [w for w in want if w not in out]
 if missing:
     print("missing %s in:\n%s" % (missing, out))
