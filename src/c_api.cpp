@@ -400,9 +400,10 @@ cachalot_status cachalot_pool_get_stats(cachalot_allocator* a, cachalot_pool_id 
   if (out == nullptr) {
     return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_get_stats: out is NULL");
   }
-  return with(a, "cachalot_pool_get_stats", [&](allocator& x) {
-    detail::fill_stats(x.stats(pool), x.get_config().max_split_size, out);
-  });
+  return with(a, "cachalot_pool_get_stats",
+              [&](allocator& x) {
+                detail::fill_stats(x.stats(pool), x.get_config().max_split_size, out);
+              });
 }
 
 }  // extern "C"

@@ -105,8 +105,7 @@ allocator* create(slot& s, int device) {
   } catch (const error& e) {
     const std::string message =
         asked_simulated
-            ? detail::format("the default allocator of device {} cannot start: {}", device,
-                             e.what())
+            ? detail::format("the default allocator of device {} cannot start: {}", device, e.what())
             : detail::format(
                   "the default allocator of device {} cannot start on CUDA: {}. Default "
                   "allocators never fall back to the simulated device; to use it "
@@ -119,9 +118,9 @@ allocator* create(slot& s, int device) {
   const device_memory_info mi = a->backend().memory_info();
   detail::log(detail::log_level::info,
               detail::format("default allocator of device {}: backend {}, device memory {} ({} "
-                             "free), config {}",
-                             device, a->backend().name(), format_bytes(mi.total),
-                             format_bytes(mi.free), a->get_config().to_string()));
+                          "free), config {}",
+                          device, a->backend().name(), format_bytes(mi.total),
+                          format_bytes(mi.free), a->get_config().to_string()));
   if (asked_simulated) {
     detail::log_once(detail::log_level::warn,
                      "the default allocators run on the SIMULATED device (backend:simulated in "
@@ -137,8 +136,8 @@ void check_unchanged(const std::string& text) {
     if (s.created_from != nullptr && *s.created_from != text) {
       throw invalid_argument(
           detail::format("the default allocator of device {} exists already with config '{}'; "
-                         "configure the default allocators before their first use",
-                         d, *s.created_from),
+                      "configure the default allocators before their first use",
+                      d, *s.created_from),
           __FILE__, __LINE__);
     }
   }
@@ -200,8 +199,8 @@ void configure_default_allocators_from_environment() {
 void set_default_memory_fraction(int device, double fraction) {
   check_device("set_default_memory_fraction", device);
   if (!(fraction >= 0.0 && fraction <= 1.0)) {
-    throw invalid_argument(detail::format("memory fraction {} is not in [0, 1]", fraction),
-                           __FILE__, __LINE__);
+    throw invalid_argument(detail::format("memory fraction {} is not in [0, 1]", fraction), __FILE__,
+                           __LINE__);
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   slot& s = g_slots[device];
@@ -209,9 +208,9 @@ void set_default_memory_fraction(int device, double fraction) {
     // The allocator resolved its fraction into a byte limit; the slot remembers what was set.
     if (s.fraction_set && s.fraction == fraction) return;
     throw not_supported(detail::format("the default allocator of device {} exists already (memory "
-                                       "limit {}); set its memory fraction before its first "
-                                       "allocation, or use config key memory_limit",
-                                       device, format_bytes(a->get_config().memory_limit)),
+                                    "limit {}); set its memory fraction before its first "
+                                    "allocation, or use config key memory_limit",
+                                    device, format_bytes(a->get_config().memory_limit)),
                         __FILE__, __LINE__);
   }
   s.fraction = fraction;

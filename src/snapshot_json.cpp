@@ -45,8 +45,7 @@ void append_segment(std::string& out, const segment_info& seg) {
       R"({{"address":{},"size":{},"range_size":{},"expandable":{},"stream":{},"pool":"{}",)"
       R"("blocks":[)",
       seg.address, seg.size, seg.range_size, seg.expandable ? "true" : "false",
-      reinterpret_cast<std::uintptr_t>(seg.stream),
-      seg.pool == pool_kind::small ? "small" : "large");
+      reinterpret_cast<std::uintptr_t>(seg.stream), seg.pool == pool_kind::small ? "small" : "large");
   bool first = true;
   for (const block_info& b : seg.blocks) {
     if (!first) out += ',';

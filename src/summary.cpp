@@ -85,10 +85,11 @@ std::string engine::memory_summary() const {
   group(out, "Non-releasable memory", s.inactive_split_bytes, true);
   group(out, "Allocations", s.allocations, false);
   group(out, "Segments", s.segments, false);
-  line(out, detail::format(
-                "Segment allocs: {}, frees: {}; chunk maps: {}, unmaps: {}{}", s.num_segment_allocs,
-                s.num_segment_frees, s.num_chunk_maps, s.num_chunk_unmaps,
-                cfg_.expandable_segments && cfg_.caching ? " (expandable segments)" : ""));
+  line(out, detail::format("Segment allocs: {}, frees: {}; chunk maps: {}, unmaps: {}{}",
+                           s.num_segment_allocs, s.num_segment_frees, s.num_chunk_maps,
+                           s.num_chunk_unmaps,
+                           cfg_.expandable_segments && cfg_.caching ? " (expandable segments)"
+                                                                    : ""));
   line(out, detail::format("Oversize allocations: {}, deferred frees: {}, pending blocks: {}",
                            s.num_oversize_allocs, s.num_deferred_frees, s.num_pending_blocks));
   line(out, detail::format("Free blocks cached: {}, largest free block: {}", s.num_free_blocks,

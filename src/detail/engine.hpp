@@ -232,45 +232,13 @@ class engine {
     free_claimed(b, on_stream ? stream : ss.stream);
   }
 
-  // --- thread cache (detail/thread_cache.hpp; cold parts in thread_cache.cpp) ---
+  // --- thread cache: inline in detail/engine_lanes.hpp, cold parts in thread_cache.cpp ---
   /// A block of lane `l` (of `ss`) for `rounded` bytes, or nullptr.
   block* tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std::size_t rounded,
-                 std::size_t requested) {
-    const auto fits = [this, pool, rounded](std::size_t size) {
-      return size >= rounded && !should_split_size(pool, size, rounded);
-    };
-    std::size_t over_ceiling = 0;  // the size of a block whose stats crossed a ceiling
-    if (!l.lock.try_lock()) [[unlikely]]
-      return nullptr;  // another thread of this lane's slot is in it: the stream serves
-    block* b = l.take(pool, requested, false, &over_ceiling, fits);
-    if (over_ceiling != 0 && tc_borrow(ss, l, pool, over_ceiling, requested, true)) [[unlikely]]
-      b = l.take(pool, requested, false, &over_ceiling, fits);
-    if (b != nullptr) [[likely]]
-      b->released.store(false, std::memory_order_relaxed);
-    l.lock.unlock();
-    if (b != nullptr || over_ceiling == 0) return b;
-    return tc_take_forced(l, pool, rounded, requested);
-  }
-
+                 std::size_t requested);
   /// Caches `b` (won by this free) in the calling thread's lane if it may; false: free it the
   /// ordinary way.
-  bool tc_put(block* b, stream_t stream, bool on_stream) {
-    stream_state& ss = *b->owner;  // (b->cacheable: ss has lanes, b fits one)
-    if ((on_stream && stream != ss.stream) || b->has_uses.load()) return false;
-    tc_lane& l = ss.tcache->mine();
-    if (!l.lock.try_lock()) [[unlikely]]
-      return false;
-    tc_lane::put_result r = l.put(b, tc_capacity_, false);
-    if (r == tc_lane::put_result::over_ceiling &&
-        tc_borrow(ss, l, b->seg->pool, b->size, b->requested, false)) [[unlikely]]
-      r = l.put(b, tc_capacity_, false);
-    if (tracer_ && r == tc_lane::put_result::done) [[unlikely]]
-      trace_free(b);  // before the lane can hand it out: the trace is in ownership order
-    l.lock.unlock();
-    if (r == tc_lane::put_result::done) [[likely]]
-      return true;
-    return r == tc_lane::put_result::over_ceiling && tc_put_forced(l, b);
-  }
+  bool tc_put(block* b, stream_t stream, bool on_stream);
 
   std::size_t round_up(std::size_t bytes) const noexcept {
     if (rounding_) [[unlikely]]
@@ -427,49 +395,8 @@ class engine {
     insert_free(ss, b);
   }
 
-  /// Holds the stats mutex and every stream lock (in registry order); on release, raises the
-  /// peaks and shares out new stats ceilings. Lock order: release_mutex_, stats_mutex_,
-  /// registry_mutex_ (shared), stream locks.
-  class all_streams_lock {
-   public:
-    explicit all_streams_lock(const engine& e, const stats_holder* trigger = nullptr,
-                              bool reset_peaks = false)
-        : e_(e), guard_(e.stats_mutex_), list_(e.states()), trigger_(trigger), reset_(reset_peaks) {
-      holders_.reserve(list_.size());
-      for (stream_state* ss : list_) {
-        ss->lock.lock();
-        holders_.push_back(ss);
-        if (ss->tcache) {
-          for (tc_lane& l : ss->tcache->lanes) {
-            l.lock.lock();
-            holders_.push_back(&l);
-          }
-        }
-      }
-    }
-    ~all_streams_lock() {
-      e_.gstats_.rebalance(holders_, trigger_, reset_);
-      for (auto it = list_.rbegin(); it != list_.rend(); ++it) {
-        if ((*it)->tcache) {
-          for (tc_lane& l : (*it)->tcache->lanes) l.lock.unlock();
-        }
-        (*it)->lock.unlock();
-      }
-    }
-    all_streams_lock(const all_streams_lock&) = delete;
-    all_streams_lock& operator=(const all_streams_lock&) = delete;
-    const std::vector<stream_state*>& streams() const noexcept { return list_; }
-    /// The streams and their thread-cache lanes: everything that holds stats.
-    const std::vector<stats_holder*>& holders() const noexcept { return holders_; }
-
-   private:
-    const engine& e_;
-    std::lock_guard<std::mutex> guard_;
-    std::vector<stream_state*> list_;
-    std::vector<stats_holder*> holders_;
-    const stats_holder* trigger_;
-    bool reset_;
-  };
+  /// Holds the stats mutex and every stream lock (detail/all_streams_lock.hpp).
+  class all_streams_lock;
 
   // --- thread cache, cold parts (thread_cache.cpp) ---
   [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
@@ -673,3 +600,6 @@ class engine {
 };
 
 }  // namespace cachalot::detail
+
+#include "detail/all_streams_lock.hpp"
+#include "detail/engine_lanes.hpp"

@@ -50,8 +50,7 @@ class pointer_map {
       const std::uint32_t before = s.seq.load(std::memory_order_acquire);
       if ((before & 1) == 0) [[likely]] {
         const table* t = s.table_now.load(std::memory_order_acquire);
-        block* found = probe(*t, addr, h);
-        std::atomic_thread_fence(std::memory_order_acquire);
+        block* found = probe(*t, addr, h);  // (acquire loads: the re-read below stays after)
         if (s.seq.load(std::memory_order_relaxed) == before) [[likely]]
           return found;
       }
@@ -120,9 +119,10 @@ class pointer_map {
       table_now.store(current, std::memory_order_release);
       tables.push_back(std::move(t));
     }
+    // No fences (TSan has none): slots are stored with release, so a lookup that sees a new
+    // slot value also sees the odd counter stored before it.
     void begin_write() noexcept {
       seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_release);
     }
     void end_write() noexcept {
       seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -158,16 +158,16 @@ class pointer_map {
     const std::size_t mask = t.capacity - 1;
     std::size_t i = h & mask;
     for (std::size_t n = 0; n <= mask; ++n, i = (i + 1) & mask) {
-      const std::uintptr_t k = t.slots[i].key.load(std::memory_order_relaxed);
-      if (k == addr) return t.slots[i].value.load(std::memory_order_relaxed);
+      const std::uintptr_t k = t.slots[i].key.load(std::memory_order_acquire);
+      if (k == addr) return t.slots[i].value.load(std::memory_order_acquire);
       if (k == 0) return nullptr;
     }
     return nullptr;
   }
 
   static void set(entry& e, std::uintptr_t key, block* value) noexcept {
-    e.key.store(key, std::memory_order_relaxed);
-    e.value.store(value, std::memory_order_relaxed);
+    e.key.store(key, std::memory_order_release);
+    e.value.store(value, std::memory_order_release);
   }
 
   static void place(table& t, std::uintptr_t addr, block* b) noexcept {
