@@ -69,6 +69,12 @@ bool engine::tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_
   return done;
 }
 
+void engine::tc_release(block* b) {
+  // A block evicted from a lane (its free is counted by nobody now): freed on its own stream.
+  map_.erase(b->addr);
+  free_listed(b, b->owner->stream, true);
+}
+
 bool engine::tc_put_forced(tc_lane& l, block* b) {
   all_streams_lock all(*this, &l);
   if (l.put(b, tc_capacity_, true) != tc_lane::put_result::done) return false;

@@ -402,6 +402,7 @@ class engine {
   [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
                                           std::size_t requested);
   [[gnu::noinline]] bool tc_put_forced(tc_lane& l, block* b);
+  [[gnu::noinline]] void tc_release(block* b);
   [[gnu::noinline]] bool tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_t size,
                                    std::size_t requested, bool alloc);
   bool tc_flush_locked(const all_streams_lock& all, const stream_state* only);

@@ -176,6 +176,21 @@ class stream_stats {
     to.ceiling_[q][p] += moved;
     return moved;
   }
+  /// True if every current value is zero.
+  bool at_zero() const noexcept {
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        if (inc_[q][p] != dec_[q][p]) return false;
+      }
+    }
+    return true;
+  }
+  /// Sets every ceiling to zero (only at zero, under the stats mutex: the sums only drop).
+  void clear_ceilings() noexcept {
+    for (auto& row : ceiling_) {
+      for (std::uint64_t& c : row) c = 0;
+    }
+  }
   /// True if current + `add` exceeds the ceiling (signed comparison).
   bool crosses(std::size_t q, std::size_t p, std::uint64_t add) const noexcept {
     return static_cast<std::int64_t>(current(q, p) + add) >

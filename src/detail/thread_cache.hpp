@@ -60,6 +60,7 @@ struct alignas(128) tc_lane : stats_holder {
       }
       block* b = slots[i];
       --count;
+      filled.store(count, std::memory_order_relaxed);
       slots[i] = slots[count];
       sizes[i] = sizes[count];
       pools[i] = pools[count];
@@ -71,10 +72,33 @@ struct alignas(128) tc_lane : stats_holder {
     return nullptr;
   }
 
+  /// Under `lock`, with `count` == `capacity`: makes room by taking the oldest block out (its
+  /// free no longer counted here, if that crosses no ceiling), for the caller to free on its
+  /// stream once the lock is released, so that a lane follows its thread's working set.
+  block* evict_oldest() noexcept {
+    block* b = slots[0];
+    const auto p = static_cast<std::size_t>(pools[0]);
+    if (stats.crosses(q_allocated, p, b->size) || stats.crosses(q_requested, p, b->requested) ||
+        stats.crosses(q_active, p, b->size) || stats.crosses(q_allocations, p, 1)) {
+      return nullptr;
+    }
+    stats.cancel_cached_free(pools[0], b->size, b->requested);
+    b->in_lane.store(false, std::memory_order_relaxed);
+    --count;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      slots[i] = slots[i + 1];
+      sizes[i] = sizes[i + 1];
+      pools[i] = pools[i + 1];
+    }
+    filled.store(count, std::memory_order_relaxed);
+    return b;
+  }
+
   /// Under `lock`: caches allocated block `b`, counting its free, unless `capacity` blocks are
   /// held or (with `forced` false) its stats would cross a ceiling.
   put_result put(block* b, std::uint32_t capacity, bool forced) noexcept {
     if (count >= capacity) return put_result::full;
+    if (!used.load(std::memory_order_relaxed)) used.store(true, std::memory_order_release);
     const pool_kind pool = b->seg->pool;
     if (!stats.try_free(pool, b->size, b->requested, 0, !forced)) [[unlikely]]
       return put_result::over_ceiling;
@@ -83,6 +107,7 @@ struct alignas(128) tc_lane : stats_holder {
     sizes[count] = b->size;
     pools[count] = pool;
     ++count;
+    filled.store(count, std::memory_order_relaxed);
     ++stats.num_frees;
     return put_result::done;
   }
@@ -92,6 +117,7 @@ struct alignas(128) tc_lane : stats_holder {
   template <class Release>
   bool drain(Release&& release) {
     const bool any = count != 0;
+    if (!any) return false;  // (an unused lane is not locked: write nothing)
     for (std::uint32_t i = 0; i < count; ++i) {
       block* b = slots[i];
       stats.cancel_cached_free(b->seg->pool, b->size, b->requested);
@@ -99,6 +125,7 @@ struct alignas(128) tc_lane : stats_holder {
       release(b);
     }
     count = 0;
+    filled.store(0, std::memory_order_relaxed);
     return any;
   }
 
@@ -107,6 +134,13 @@ struct alignas(128) tc_lane : stats_holder {
   /// call, the stream serves it.
   spinlock lock;
   std::uint32_t count = 0;
+  /// `count`, readable without the lock: a hit skips the lock of an empty lane (a stale value
+  /// only costs a needless try, or a miss).
+  std::atomic<std::uint32_t> filled{0};
+  /// Has held a block (so may have counts and a ceiling); an unused lane is left out of
+  /// all_streams_lock. Written under `lock`.
+  std::atomic<bool> used{false};
+  bool locked_by_all = false;  ///< locked by the all_streams_lock (stats_mutex_ holder) now
   // The blocks, and their sizes and pools (a hit reads no block but the one it takes).
   std::array<block*, max_capacity> slots{};
   std::array<std::size_t, max_capacity> sizes{};
