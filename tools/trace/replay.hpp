@@ -55,6 +55,10 @@ struct replay_options {
   std::function<void(double)> progress;
   /// Memory pools to create and route trace streams to (pools.hpp).
   std::vector<pool_spec> pools;
+  /// Early stop (the tuner's pruning): called every few thousand operations, and after the
+  /// last, with the allocator's stats and the refusals so far; true stops the replay there
+  /// (replay_result::stopped). Only on the calling thread (use_threads false).
+  std::function<bool(const memory_stats&, std::size_t ooms)> stop;
 };
 
 /// Memory in use after some operation.
@@ -92,6 +96,7 @@ struct replay_result {
   double ns_per_op = 0.0;                ///< busy_ns / ops
   std::vector<timeline_point> timeline;  ///< filled when sampling
   std::vector<pool_figures> pools;       ///< per pool, when replay_options::pools is set
+  bool stopped = false;  ///< replay_options::stop ended the replay early (figures are partial)
 
   /// True if every allocation was served: only then do the peaks and the fragmentation
   /// describe the whole trace.
