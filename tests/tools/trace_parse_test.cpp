@@ -52,8 +52,8 @@ TEST(TraceParse, CommentsCarryPyTorchFigures) {
   EXPECT_TRUE(t.pytorch.exact);
   EXPECT_EQ(summarize(t).pytorch.peak_reserved, 64u << 20);
 
-  const trace plain = parse_trace_text("# pytorch.peak_reserved_kind: lower-bound\n" + header,
-                                       "p.csv");
+  const trace plain =
+      parse_trace_text("# pytorch.peak_reserved_kind: lower-bound\n" + header, "p.csv");
   EXPECT_FALSE(plain.pytorch.present);
   EXPECT_FALSE(plain.pytorch.exact);
   try {

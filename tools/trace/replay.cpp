@@ -211,15 +211,8 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   const stream_set streams(*backend, p.streams);
   allocator alloc(cfg, backend);
   const std::vector<pool_id> pool_ids = apply_pools(alloc, options.pools, p, streams);
-  replay_state st{alloc,
-                  p,
-                  streams,
-                  options,
-                  std::vector<void*>(p.slots, nullptr),
-                  {},
-                  1,
-                  {},
-                  false};
+  replay_state st{alloc, p, streams, options, std::vector<void*>(p.slots, nullptr),
+                  {},    1, {},      false};
   if (options.sample) {
     st.sample_every = p.ops.size() / 100000 + 1;
     st.timeline.reserve(p.ops.size() / st.sample_every + 2);
@@ -258,13 +251,15 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   return r;
 }
 
-replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity) {
+replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity,
+                        bool stop_at_oom) {
   config cfg = base;
   cfg.backend = backend_kind::simulated;
   cfg.capacity = capacity;
   cfg.trace_file.clear();
   replay_options o;
   o.use_threads = false;
+  if (stop_at_oom) o.stop = [](const memory_stats&, std::size_t ooms) { return ooms > 0; };
   return replay(p, cfg, o);
 }
 

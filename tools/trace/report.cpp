@@ -55,18 +55,18 @@ std::string json_pools(const replay_result& r) {
 /// The figures of one replay as JSON members (no braces).
 std::string json_figures(const replay_result& r) {
   return fmt::format(
-      "\"backend\":{},\"capacity_bytes\":{},\"threads\":{},\"ops\":{},\"complete\":{},"
-      "\"peak_requested_bytes\":{},\"peak_allocated_bytes\":{},\"peak_reserved_bytes\":{},"
-      "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
-      "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},"
-      "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"ns_per_op\":{},"
-      "\"wall_ms\":{},\"busy_ms\":{}",
-      json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
-      r.peak_requested, r.peak_allocated, r.peak_reserved,
-      r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors, r.skipped_frees,
-      r.zero_size_allocations, r.segment_allocs, r.segment_frees, r.chunk_maps, r.chunk_unmaps,
-      r.device_syncs, json_number(r.ns_per_op), json_number(r.wall_ns / 1e6),
-      json_number(r.busy_ns / 1e6)) +
+             "\"backend\":{},\"capacity_bytes\":{},\"threads\":{},\"ops\":{},\"complete\":{},"
+             "\"peak_requested_bytes\":{},\"peak_allocated_bytes\":{},\"peak_reserved_bytes\":{},"
+             "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
+             "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},"
+             "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"ns_per_op\":{},"
+             "\"wall_ms\":{},\"busy_ms\":{}",
+             json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
+             r.peak_requested, r.peak_allocated, r.peak_reserved,
+             r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors,
+             r.skipped_frees, r.zero_size_allocations, r.segment_allocs, r.segment_frees,
+             r.chunk_maps, r.chunk_unmaps, r.device_syncs, json_number(r.ns_per_op),
+             json_number(r.wall_ns / 1e6), json_number(r.busy_ns / 1e6)) +
          json_pools(r);
 }
 
@@ -169,10 +169,11 @@ std::string format_text(const trace_report& r) {
     out += fmt::format(
         "  PyTorch reserved at its peak (from the snapshot): {}{}; cachalot: {}{}\n", bytes(pt),
         r.summary.pytorch.exact ? "" : " (a lower bound)", bytes(c.peak_reserved),
-        pt == 0 ? std::string()
-                : fmt::format(" ({:+.1f}%)", 100.0 * (static_cast<double>(c.peak_reserved) /
-                                                          static_cast<double>(pt) -
-                                                      1.0)));
+        pt == 0
+            ? std::string()
+            : fmt::format(
+                  " ({:+.1f}%)",
+                  100.0 * (static_cast<double>(c.peak_reserved) / static_cast<double>(pt) - 1.0)));
   }
   for (const pool_figures& pf : c.pools) {
     out += fmt::format(

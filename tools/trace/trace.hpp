@@ -6,9 +6,9 @@
 // byte-order mark before the header is skipped. Lines starting with '#' are comments; the ones
 // `python -m cachalot.convert` writes ("# pytorch.peak_reserved: BYTES", "#
 // pytorch.peak_reserved_kind: exact|lower-bound") carry PyTorch's own reserved peak from the
-// snapshot the trace came from, so that the replay prints it. Any malformed line is a trace_error naming the
-// file and the line, never undefined behaviour; a file that cannot be read is one naming the
-// operating system's reason.
+// snapshot the trace came from, so that the replay prints it. Any malformed line is a trace_error
+// naming the file and the line, never undefined behaviour; a file that cannot be read is one naming
+// the operating system's reason.
 #pragma once
 
 #include <cstddef>
@@ -41,9 +41,9 @@ struct trace_event {
 
 /// What a trace converted from a PyTorch snapshot says about PyTorch's own run.
 struct pytorch_figures {
-  bool present = false;          ///< the trace carries a "# pytorch.peak_reserved" line
+  bool present = false;           ///< the trace carries a "# pytorch.peak_reserved" line
   std::size_t peak_reserved = 0;  ///< PyTorch's peak reserved bytes over the trace
-  bool exact = false;  ///< exact (snapshot segments known), else a lower bound
+  bool exact = false;             ///< exact (snapshot segments known), else a lower bound
 };
 
 /// A parsed trace: the events in log order.

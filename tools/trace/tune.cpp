@@ -20,8 +20,8 @@ namespace {
 
 constexpr std::size_t none = SIZE_MAX;
 
-const std::vector<std::size_t> split_values = {32 * MiB, none, 64 * MiB, 128 * MiB, 256 * MiB,
-                                               1024 * MiB};
+const std::vector<std::size_t> split_values = {32 * MiB,  none,      64 * MiB,
+                                               128 * MiB, 256 * MiB, 1024 * MiB};
 const std::vector<double> gc_values = {0.9, 0.0, 0.8, 0.7, 0.6, 0.5};
 const std::vector<std::uint32_t> division_values = {0, 2, 4, 8};
 
@@ -215,7 +215,8 @@ config apply_setting(const config& base, const tune_setting& s) {
 std::string setting_string(const tune_setting& s) {
   const tune_setting d = setting_of(config{});
   std::vector<std::string> items;
-  if (s.expandable != d.expandable) items.push_back(fmt::format("expandable_segments:{}", s.expandable ? 1 : 0));
+  if (s.expandable != d.expandable)
+    items.push_back(fmt::format("expandable_segments:{}", s.expandable ? 1 : 0));
   if (s.max_split_size != d.max_split_size && !s.expandable) {
     items.push_back("max_split_size:" + size_text(s.max_split_size));
   }
@@ -223,7 +224,8 @@ std::string setting_string(const tune_setting& s) {
     items.push_back(s.gc_threshold == 0.0 ? std::string("gc_threshold:off")
                                           : fmt::format("gc_threshold:{}", s.gc_threshold));
   }
-  if (s.divisions != d.divisions) items.push_back(fmt::format("roundup_power2_divisions:{}", s.divisions));
+  if (s.divisions != d.divisions)
+    items.push_back(fmt::format("roundup_power2_divisions:{}", s.divisions));
   if (s.segments != d.segments) {
     const tune_segment_family& f = tune_segment_families().at(s.segments);
     const tune_segment_family& df = tune_segment_families().at(d.segments);
@@ -245,8 +247,8 @@ std::uint64_t device_calls(const replay_result& r) {
   return r.segment_allocs + r.segment_frees + r.chunk_maps + r.chunk_unmaps;
 }
 
-tune_result tune(const std::vector<const prepared_trace*>& traces,
-                 const std::vector<config>& bases, const tune_options& options) {
+tune_result tune(const std::vector<const prepared_trace*>& traces, const std::vector<config>& bases,
+                 const tune_options& options) {
   const auto t0 = std::chrono::steady_clock::now();
   searcher s(traces, bases, options);
   tune_result res;

@@ -67,11 +67,11 @@ std::string setting_string(const tune_setting& s);
 
 /// How to search.
 struct tune_options {
-  std::size_t threads = 2;             ///< replays run in parallel
-  std::size_t weight = 0;              ///< bytes of peak reserved one device call is worth
-  std::size_t quantum = 2 * MiB;       ///< peaks are compared in steps of this
-  std::size_t max_rounds = 4;          ///< coordinate-descent rounds at most
-  bool prune = true;                   ///< stop hopeless replays early
+  std::size_t threads = 2;        ///< replays run in parallel
+  std::size_t weight = 0;         ///< bytes of peak reserved one device call is worth
+  std::size_t quantum = 2 * MiB;  ///< peaks are compared in steps of this
+  std::size_t max_rounds = 4;     ///< coordinate-descent rounds at most
+  bool prune = true;              ///< stop hopeless replays early
   std::function<void(const std::string&)> progress;  ///< status lines (any thread, serialized)
 };
 
@@ -85,19 +85,19 @@ struct tune_score {
 /// One replayed candidate.
 struct tune_candidate {
   tune_setting setting;
-  bool stopped = false;              ///< pruned (its figures are partial)
-  tune_score score;                  ///< complete only when !stopped
-  std::vector<replay_result> runs;   ///< per trace (empty when stopped)
+  bool stopped = false;             ///< pruned (its figures are partial)
+  tune_score score;                 ///< complete only when !stopped
+  std::vector<replay_result> runs;  ///< per trace (empty when stopped)
 };
 
 /// What the search found.
 struct tune_result {
-  tune_candidate base;         ///< the base config (always replayed in full)
-  tune_candidate best;         ///< the recommendation (== base when nothing is better)
-  std::size_t replayed = 0;    ///< configs replayed (stopped ones included)
-  std::size_t stopped = 0;     ///< of which stopped early (depends on timing)
-  std::size_t rounds = 0;      ///< coordinate-descent rounds run
-  double seconds = 0;          ///< wall time of the search
+  tune_candidate base;       ///< the base config (always replayed in full)
+  tune_candidate best;       ///< the recommendation (== base when nothing is better)
+  std::size_t replayed = 0;  ///< configs replayed (stopped ones included)
+  std::size_t stopped = 0;   ///< of which stopped early (depends on timing)
+  std::size_t rounds = 0;    ///< coordinate-descent rounds run
+  double seconds = 0;        ///< wall time of the search
 };
 
 /// The device calls of a replay (segment allocs and frees, chunk maps and unmaps).
@@ -105,7 +105,7 @@ std::uint64_t device_calls(const replay_result& r);
 
 /// Searches (see the file comment). `bases[i]` is the config of trace `traces[i]`.
 /// @throws cachalot::error when the base config cannot replay
-tune_result tune(const std::vector<const prepared_trace*>& traces,
-                 const std::vector<config>& bases, const tune_options& options);
+tune_result tune(const std::vector<const prepared_trace*>& traces, const std::vector<config>& bases,
+                 const tune_options& options);
 
 }  // namespace cachalot::tools
