@@ -123,25 +123,40 @@ std::string signed_bytes(long double delta) {
 std::string verdict(const std::vector<trace_pair>& pairs) {
   long double reserved = 0, base_reserved = 0, capacity = 0;
   long long calls = 0;
+  std::size_t base_ooms = 0, best_ooms = 0;
   bool capacity_known = true;
   for (const trace_pair& tp : pairs) {
     reserved += static_cast<long double>(tp.base.peak_reserved) - tp.best.peak_reserved;
     base_reserved += tp.base.peak_reserved;
     calls += static_cast<long long>(device_calls(tp.best)) -
              static_cast<long long>(device_calls(tp.base));
+    base_ooms += tp.base.ooms;
+    best_ooms += tp.best.ooms;
     capacity_known = capacity_known && tp.base_min.found && tp.best_min.found;
     if (capacity_known) {
       capacity += static_cast<long double>(tp.base_min.bytes) - tp.best_min.bytes;
     }
   }
-  std::string out =
-      fmt::format("saves {} of peak reserved ({:.1f}%)", signed_bytes(reserved),
-                  base_reserved == 0 ? 0.0 : static_cast<double>(100 * reserved / base_reserved));
-  if (capacity_known)
-    out += fmt::format(" and {} of the smallest capacity", signed_bytes(capacity));
-  out += calls >= 0 ? fmt::format("; costs {} more device calls", calls)
-                    : fmt::format("; and {} fewer device calls", -calls);
-  return out;
+  std::vector<std::string> parts;
+  if (base_ooms > best_ooms) {
+    parts.push_back(
+        fmt::format("avoids {} of the default's {} out-of-memory errors at the capacity",
+                    base_ooms - best_ooms, base_ooms));
+  }
+  const double pct = base_reserved == 0 ? 0.0 : static_cast<double>(100 * reserved / base_reserved);
+  parts.push_back(
+      reserved >= 0
+          ? fmt::format("saves {} of peak reserved ({:.1f}%)", signed_bytes(reserved), pct)
+          : fmt::format("reserves {} more at its peak ({:+.1f}%)", signed_bytes(-reserved), -pct));
+  if (base_ooms > 0) parts.back() += " (the default's peak covers only what it served)";
+  if (capacity_known) {
+    parts.push_back(capacity >= 0 ? fmt::format("needs {} less capacity", signed_bytes(capacity))
+                                  : fmt::format("needs {} more capacity", signed_bytes(-capacity)));
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out + (calls >= 0 ? fmt::format("; costs {} more device calls", calls)
+                           : fmt::format("; and makes {} fewer device calls", -calls));
 }
 
 std::string text_table(const trace_pair& tp) {
