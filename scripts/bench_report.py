@@ -158,6 +158,47 @@ def replay_table(title, replays):
     return lines
 
 
+def tune_calls(r):
+    return r["segment_allocs"] + r["segment_frees"] + r["chunk_maps"] + r["chunk_unmaps"]
+
+
+def tune_table(results):
+    """cachalot-replay --tune, one JSON object per trace: default vs recommended."""
+    lines = ["--- cachalot-replay --tune on each trace (capacity 1.2x its peak) " + "-" * 33]
+    head = "%-18s %19s %5s %17s %15s %6s  %s" % (
+        "trace", "peak res def->rec", "OOM", "min cap def->rec", "calls def->rec", "s",
+        "recommended CACHALOT_CONF")
+    lines += [head, "-" * len(head)]
+    for r in results:
+        t = r["traces"][0]
+        d, b = t["default"], t["recommended"]
+        mc = lambda m: "%.3f" % m["factor"] if m.get("found") else "none"
+        lines.append("%-18s %19s %5s %17s %15s %6.2f  %s" % (
+            os.path.basename(t["trace"])[:18],
+            "%s->%s" % (gib(d["peak_reserved_bytes"]), gib(b["peak_reserved_bytes"])),
+            "%d->%d" % (d["ooms"], b["ooms"]),
+            "%sx->%sx" % (mc(t["default_min_capacity"]), mc(t["recommended_min_capacity"])),
+            "%d->%d" % (tune_calls(d), tune_calls(b)), r["search_seconds"],
+            r["recommended"] or "(the defaults)"))
+    lines.append("columns: default -> recommended; peak res = peak reserved at the capacity; "
+                 "min cap = smallest capacity without an out-of-memory error, as a multiple of "
+                 "the trace's peak; calls = device calls (segment allocs + frees, chunk maps + "
+                 "unmaps); s = the search's wall time. Objective: fewest OOMs, then least peak "
+                 "reserved, then fewest device calls.")
+    return lines
+
+
+def tune_target(results):
+    def key(x):
+        return (x["ooms"], x["peak_reserved_bytes"])
+    ok = all(key(r["traces"][0]["recommended"]) <= key(r["traces"][0]["default"])
+             for r in results)
+    better = sum(1 for r in results
+                 if key(r["traces"][0]["recommended"]) < key(r["traces"][0]["default"]))
+    return [verdict(ok and better > 0, "--tune: at least as good as the defaults on every trace "
+                    "(%d traces) and better on at least one (%d better)" % (len(results), better))]
+
+
 def verdict(ok, text):
     return ("  MET    " if ok else "  MISSED ") + text
 
@@ -243,6 +284,7 @@ def main():
     ap.add_argument("--replay", action="append", default=[], help="TITLE=FILE.jsonl")
     ap.add_argument("--target-replay", help="title of the replay set the targets use")
     ap.add_argument("--plots")
+    ap.add_argument("--tune", help="FILE.jsonl of cachalot-replay --tune --json, one per trace")
     ap.add_argument("--device", default="")
     args = ap.parse_args()
     context, runs = load_bench(args.bench)
@@ -262,6 +304,9 @@ def main():
         title, path = spec.split("=", 1)
         sets.append((title, load_replays(path)))
         out += [""] + replay_table("--- Replays: %s " % title + "-" * 40, sets[-1][1])
+    tuned = load_replays(args.tune) if args.tune else []
+    if tuned:
+        out += [""] + tune_table(tuned)
     if args.plots:
         out += ["", "plots (SVG): %s" % args.plots]
     out += ["", "--- Targets " + "-" * 88]
@@ -269,6 +314,8 @@ def main():
     for title, replays in sets:
         if args.target_replay is None or title == args.target_replay:
             out += replay_targets(replays)
+    if tuned:
+        out += tune_target(tuned)
     print("\n".join(out))
 
 
