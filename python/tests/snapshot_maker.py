@@ -93,3 +93,10 @@ def fragmenting_snapshot(rounds=40):
 def write(path, snap):
     with open(path, "wb") as f:
         pickle.dump(snap, f)
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) != 2:
+        sys.exit("usage: snapshot_maker.py OUT.pickle   (writes every_kind_snapshot())")
+    write(sys.argv[1], every_kind_snapshot())

@@ -197,8 +197,8 @@ std::string text_output(const tune_result& res, const std::vector<trace_pair>& p
   out += fmt::format(
       "objective: {}{}\n", objective_text,
       rq.weight == 0 ? std::string(" (weight 0)") : fmt::format(" (weight {} B)", rq.weight));
-  out +=
-      fmt::format("search: {} traces, {} rounds of coordinate descent\n", pairs.size(), res.rounds);
+  out += fmt::format("search: {} trace{}, {} round{} of coordinate descent\n", pairs.size(),
+                     pairs.size() == 1 ? "" : "s", res.rounds, res.rounds == 1 ? "" : "s");
   out += res.best.setting == res.base.setting
              ? "recommended: the defaults (nothing searched did better)\n"
              : "recommended:\n";
