@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <limits>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <tuple>
 
