@@ -14,11 +14,14 @@ PyTorch and no GPU on the machines this was written and tested on):
     device_traces: action, addr, size, stream, time_us, frames; an ``oom`` event carries
     ``device_free`` instead of ``addr``) and the action names alloc, free_requested,
     free_completed, segment_alloc, segment_free, segment_map, segment_unmap, snapshot, oom;
-  - c10/cuda/CUDACachingAllocator.cpp (pytorch/pytorch): ``alloc`` records the requested size;
+  - c10/cuda/CUDACachingAllocator.cpp (pytorch/pytorch, commit 001074d25084): ``alloc`` records
+    the requested size, ``oom`` the rounded size and the device's free bytes;
     ``free_requested`` is recorded when the tensor is freed, ``free_completed`` when the block
     goes back to the cache (at once, or once the events of the streams recorded with
     record_stream have completed); ``segment_map``/``segment_unmap`` (expandable segments) add
-    to and take from reserved_bytes like ``segment_alloc``/``segment_free``;
+    to and take from reserved_bytes like ``segment_alloc``/``segment_free`` (these two, and
+    free_completed in free_block(), were read in copies of that file, not at that commit);
+    newer versions also record ``user_defined`` annotations (skipped as unknown actions);
   - torch/cuda/memory.py ``_dump_snapshot``: ``pickle.dump`` of that dict.
 
 Mapping (documented in docs/usage.md):
