@@ -85,6 +85,7 @@ class searcher {
   }
 
   std::size_t replayed() const { return replayed_; }
+  void set_round(std::size_t r) { round_ = r; }
   std::size_t stopped() const { return stopped_; }
 
  private:
@@ -140,7 +141,8 @@ class searcher {
     ++replayed_;
     if (c.stopped) ++stopped_;
     if (o_.progress) {
-      o_.progress(fmt::format("{} configs replayed, {} stopped early", replayed_, stopped_));
+      o_.progress(fmt::format("round {}: {} configs replayed, {} stopped early", round_, replayed_,
+                              stopped_));
     }
   }
 
@@ -152,6 +154,7 @@ class searcher {
   tune_score best_;
   std::size_t replayed_ = 0;
   std::size_t stopped_ = 0;
+  std::size_t round_ = 0;
 };
 
 /// True when `a` beats `b` (complete candidates; index order breaks ties by the caller).
@@ -264,9 +267,7 @@ tune_result tune(const std::vector<const prepared_trace*>& traces, const std::ve
       seen.push_back(n);
       if (valid(bases, n)) round.push_back(n);
     }
-    if (options.progress) {
-      options.progress(fmt::format("round {}: {} configs", res.rounds, round.size()));
-    }
+    s.set_round(res.rounds);
     const std::vector<tune_candidate> done = s.run(round);
     bool improved = false;
     for (const tune_candidate& c : done) {
