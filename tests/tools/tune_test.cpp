@@ -43,6 +43,29 @@ std::string fragmenting_trace() {
   return t.str();
 }
 
+/// 48 tensors of 2.5 MiB (120 MiB), two of every three freed, then 24 MiB, on a 128 MiB device.
+/// Every fixed-segment layout keeps a live tensor in each segment (8 per 20 MiB segment, 3 per
+/// 8 MiB, 12 per 32 MiB), so nothing can be given back and 24 MiB do not fit; expandable
+/// segments unmap the 2 MiB chunks freed between the live tensors (one per three tensors) and
+/// serve it.
+std::string pinned_segments_trace() {
+  std::ostringstream t;
+  t << "Thread,Time,Action,Pointer,Size,Stream\n";
+  const auto ev = [&](const char* action, unsigned long ptr, std::size_t size) {
+    t << "1,00:00:01.000000," << action << ",0x" << std::hex << ptr << std::dec << ',' << size
+      << ",0x0\n";
+  };
+  const std::size_t size = 5 * MiB / 2;
+  for (unsigned long i = 0; i < 48; ++i) ev("allocate", 0x10000000ul + i * 0x1000000ul, size);
+  for (unsigned long i = 0; i < 48; ++i) {
+    if (i % 3 != 0) ev("free", 0x10000000ul + i * 0x1000000ul, size);
+  }
+  ev("allocate", 0x9000000000ul, 24 * MiB);
+  ev("free", 0x9000000000ul, 24 * MiB);
+  for (unsigned long i = 0; i < 48; i += 3) ev("free", 0x10000000ul + i * 0x1000000ul, size);
+  return t.str();
+}
+
 prepared_trace prepared_text(const std::string& text, const std::string& name) {
   return prepare(parse_trace_text(text, name));
 }
@@ -68,6 +91,38 @@ TEST(Tune, FindsTheSegmentSizesThatAvoidTheOutOfMemory) {
   const replay_result again = replay_at(p, conf, 40 * MiB);
   EXPECT_EQ(again.ooms, 0u);
   EXPECT_EQ(again.peak_reserved, 36 * MiB);
+}
+
+TEST(Tune, FindsExpandableSegmentsWhenNoFixedLayoutFits) {
+  const prepared_trace p = prepared_text(pinned_segments_trace(), "pinned.csv");
+  const config base = base_at(128 * MiB);
+  // By construction: every fixed-segment setting of the searched space refuses an allocation.
+  std::size_t fixed = 0;
+  for (const std::size_t split :
+       {std::size_t{32} * MiB, SIZE_MAX, std::size_t{64} * MiB, std::size_t{128} * MiB,
+        std::size_t{256} * MiB, std::size_t{1024} * MiB}) {
+    for (const double gc : {0.9, 0.0, 0.8, 0.7, 0.6, 0.5}) {
+      for (const std::uint32_t div : {0u, 2u, 4u, 8u}) {
+        for (std::size_t family = 0; family < tune_segment_families().size(); ++family) {
+          const tune_setting s{false, split, gc, div, family};
+          const config c = apply_setting(base, s);
+          try {
+            c.validate();
+          } catch (const invalid_argument&) {
+            continue;
+          }
+          ++fixed;
+          EXPECT_GT(replay_at(p, c, 128 * MiB).ooms, 0u) << setting_string(s);
+        }
+      }
+    }
+  }
+  EXPECT_GT(fixed, 500u);
+  const tune_result r = tune({&p}, {base}, tune_options{});
+  EXPECT_EQ(r.base.score.ooms, 1u);
+  EXPECT_EQ(r.best.score.ooms, 0u);
+  EXPECT_TRUE(r.best.setting.expandable);
+  EXPECT_EQ(setting_string(r.best.setting), "expandable_segments:1,gc_threshold:off");
 }
 
 TEST(Tune, SameResultWhateverThreadsAndEarlyStop) {
