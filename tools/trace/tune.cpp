@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 
@@ -72,7 +74,13 @@ class searcher {
     std::atomic<std::size_t> next{0};
     const auto work = [&] {
       for (std::size_t i = next++; i < settings.size(); i = next++) {
-        out[i] = evaluate(settings[i]);
+        try {
+          out[i] = evaluate(settings[i]);
+        } catch (const std::exception& e) {  // never across a thread: the candidate is out
+          out[i].setting = settings[i];
+          out[i].stopped = true;
+          out[i].error = e.what();
+        }
         report(out[i]);
       }
     };
@@ -82,6 +90,13 @@ class searcher {
     work();
     for (std::thread& t : pool) t.join();
     return out;
+  }
+
+  /// Replays one setting on the calling thread; its exceptions propagate.
+  tune_candidate run_here(const tune_setting& setting) {
+    tune_candidate c = evaluate(setting);
+    report(c);
+    return c;
   }
 
   std::size_t replayed() const { return replayed_; }
@@ -257,7 +272,7 @@ tune_result tune(const std::vector<const prepared_trace*>& traces, const std::ve
   std::vector<tune_setting> seen{start};
   // Round 0 replays the base alone first, without pruning pressure from others: its figures
   // are always complete.
-  res.base = s.run({start}).at(0);
+  res.base = s.run_here(start);  // on this thread: its errors reach the caller
   if (res.base.stopped) throw std::logic_error("tune: the base replay was stopped");
   res.best = res.base;
   for (res.rounds = 1; res.rounds <= options.max_rounds; ++res.rounds) {

@@ -88,6 +88,7 @@ struct tune_candidate {
   bool stopped = false;             ///< pruned (its figures are partial)
   tune_score score;                 ///< complete only when !stopped
   std::vector<replay_result> runs;  ///< per trace (empty when stopped)
+  std::string error;  ///< why its replay could not run (it is then stopped), else empty
 };
 
 /// What the search found.
