@@ -158,6 +158,47 @@ def replay_table(title, replays):
     return lines
 
 
+def tune_calls(r):
+    return r["segment_allocs"] + r["segment_frees"] + r["chunk_maps"] + r["chunk_unmaps"]
+
+
+def tune_table(results):
+    """cachalot-replay --tune, one JSON object per trace: default vs recommended."""
+    lines = ["--- cachalot-replay --tune on each trace (capacity 1.2x its peak) " + "-" * 33]
+    head = "%-18s %19s %5s %17s %15s %6s  %s" % (
+        "trace", "peak res def->rec", "OOM", "min cap def->rec", "calls def->rec", "s",
+        "recommended CACHALOT_CONF")
+    lines += [head, "-" * len(head)]
+    for r in results:
+        t = r["traces"][0]
+        d, b = t["default"], t["recommended"]
+        mc = lambda m: "%.3f" % m["factor"] if m.get("found") else "none"
+        lines.append("%-18s %19s %5s %17s %15s %6.2f  %s" % (
+            os.path.basename(t["trace"])[:18],
+            "%s->%s" % (gib(d["peak_reserved_bytes"]), gib(b["peak_reserved_bytes"])),
+            "%d->%d" % (d["ooms"], b["ooms"]),
+            "%sx->%sx" % (mc(t["default_min_capacity"]), mc(t["recommended_min_capacity"])),
+            "%d->%d" % (tune_calls(d), tune_calls(b)), r["search_seconds"],
+            r["recommended"] or "(the defaults)"))
+    lines.append("columns: default -> recommended; peak res = peak reserved at the capacity; "
+                 "min cap = smallest capacity without an out-of-memory error, as a multiple of "
+                 "the trace's peak; calls = device calls (segment allocs + frees, chunk maps + "
+                 "unmaps); s = the search's wall time. Objective: fewest OOMs, then least peak "
+                 "reserved, then fewest device calls.")
+    return lines
+
+
+def tune_target(results):
+    def key(x):
+        return (x["ooms"], x["peak_reserved_bytes"])
+    ok = all(key(r["traces"][0]["recommended"]) <= key(r["traces"][0]["default"])
+             for r in results)
+    better = sum(1 for r in results
+                 if key(r["traces"][0]["recommended"]) < key(r["traces"][0]["default"]))
+    return [verdict(ok and better > 0, "--tune: at least as good as the defaults on every trace "
+                    "(%d traces) and better on at least one (%d better)" % (len(results), better))]
+
+
 def verdict(ok, text):
     return ("  MET    " if ok else "  MISSED ") + text
 
@@ -285,6 +326,7 @@ def main():
     ap.add_argument("--expandable", help="FILE.jsonl: the target replay set, rerun with "
                     "expandable_segments:1, shown side by side with it")
     ap.add_argument("--plots")
+    ap.add_argument("--tune", help="FILE.jsonl of cachalot-replay --tune --json, one per trace")
     ap.add_argument("--device", default="")
     args = ap.parse_args()
     context, runs = load_bench(args.bench)
@@ -308,6 +350,9 @@ def main():
     if expandable is not None:
         fixed = next((r for t, r in sets if t == args.target_replay), sets[0][1] if sets else [])
         out += ["", "--- Segment kinds side by side " + "-" * 69] + side_by_side(fixed, expandable)
+    tuned = load_replays(args.tune) if args.tune else []
+    if tuned:
+        out += [""] + tune_table(tuned)
     if args.plots:
         out += ["", "plots (SVG): %s" % args.plots]
     out += ["", "--- Targets " + "-" * 88]
@@ -317,6 +362,8 @@ def main():
             out += replay_targets(replays)
     if expandable is not None:
         out += expandable_targets(expandable)
+    if tuned:
+        out += tune_target(tuned)
     print("\n".join(out))
 
 
