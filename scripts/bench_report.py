@@ -158,6 +158,47 @@ def replay_table(title, replays):
     return lines
 
 
+def tune_calls(r):
+    return r["segment_allocs"] + r["segment_frees"] + r["chunk_maps"] + r["chunk_unmaps"]
+
+
+def tune_table(results):
+    """cachalot-replay --tune, one JSON object per trace: default vs recommended."""
+    lines = ["--- cachalot-replay --tune on each trace (capacity 1.2x its peak) " + "-" * 33]
+    head = "%-18s %19s %5s %17s %15s %6s  %s" % (
+        "trace", "peak res def->rec", "OOM", "min cap def->rec", "calls def->rec", "s",
+        "recommended CACHALOT_CONF")
+    lines += [head, "-" * len(head)]
+    for r in results:
+        t = r["traces"][0]
+        d, b = t["default"], t["recommended"]
+        mc = lambda m: "%.3f" % m["factor"] if m.get("found") else "none"
+        lines.append("%-18s %19s %5s %17s %15s %6.2f  %s" % (
+            os.path.basename(t["trace"])[:18],
+            "%s->%s" % (gib(d["peak_reserved_bytes"]), gib(b["peak_reserved_bytes"])),
+            "%d->%d" % (d["ooms"], b["ooms"]),
+            "%sx->%sx" % (mc(t["default_min_capacity"]), mc(t["recommended_min_capacity"])),
+            "%d->%d" % (tune_calls(d), tune_calls(b)), r["search_seconds"],
+            r["recommended"] or "(the defaults)"))
+    lines.append("columns: default -> recommended; peak res = peak reserved at the capacity; "
+                 "min cap = smallest capacity without an out-of-memory error, as a multiple of "
+                 "the trace's peak; calls = device calls (segment allocs + frees, chunk maps + "
+                 "unmaps); s = the search's wall time. Objective: fewest OOMs, then least peak "
+                 "reserved, then fewest device calls.")
+    return lines
+
+
+def tune_target(results):
+    def key(x):
+        return (x["ooms"], x["peak_reserved_bytes"])
+    ok = all(key(r["traces"][0]["recommended"]) <= key(r["traces"][0]["default"])
+             for r in results)
+    better = sum(1 for r in results
+                 if key(r["traces"][0]["recommended"]) < key(r["traces"][0]["default"]))
+    return [verdict(ok and better > 0, "--tune: at least as good as the defaults on every trace "
+                    "(%d traces) and better on at least one (%d better)" % (len(results), better))]
+
+
 def verdict(ok, text):
     return ("  MET    " if ok else "  MISSED ") + text
 
@@ -220,6 +261,46 @@ def replay_targets(replays):
     return out
 
 
+def side_by_side(fixed, expandable):
+    """Per trace: fixed segments next to expandable segments (same capacity factor)."""
+    by_name = {os.path.basename(r["trace"]): r for r in expandable}
+    head = "%-18s | %6s %4s %15s %9s %6s | %6s %4s %15s %9s %11s %6s" % (
+        "trace", "frag", "OOM", "min capacity", "seg a/f", "ns/op",
+        "frag", "OOM", "min capacity", "seg a/f", "maps/unmaps", "ns/op")
+    lines = ["%-18s | %-47s | %s" % ("", "fixed segments (default)", "expandable_segments:1"),
+             head, "-" * len(head)]
+    for f in fixed:
+        name = os.path.basename(f["trace"])
+        e = by_name.get(name)
+        left = "%-18s | %6s %4d %15s %9s %6.1f" % (
+            name[:18], frag_cell(f), f["ooms"], min_capacity_cell(f),
+            "%d/%d" % (f["segment_allocs"], f["segment_frees"]), f["ns_per_op"])
+        if e is None:
+            lines.append(left + " | (not replayed)")
+            continue
+        lines.append(left + " | %6s %4d %15s %9s %11s %6.1f" % (
+            frag_cell(e), e["ooms"], min_capacity_cell(e),
+            "%d/%d" % (e["segment_allocs"], e["segment_frees"]),
+            "%d/%d" % (e.get("chunk_maps", 0), e.get("chunk_unmaps", 0)), e["ns_per_op"]))
+    lines.append("same capacity for both (1.2x each trace's peak); maps/unmaps = physical chunks "
+                 "mapped and unmapped (expandable segments grow and shrink by chunks, not by "
+                 "device allocations)")
+    return lines
+
+
+def expandable_targets(replays):
+    out = []
+    for r in replays:
+        m = r.get("min_capacity") or {}
+        frag_ok = r.get("fragmentation") is not None and r["fragmentation"] <= 1.03
+        cap_ok = bool(m.get("found")) and m["factor"] <= 1.05
+        out.append(verdict(frag_ok and r["ooms"] == 0 and cap_ok,
+                           "%-18s expandable: fragmentation %s (<= 1.03), %d OOM, min capacity "
+                           "%s (<= 1.05x)" % (os.path.basename(r["trace"]), frag_cell(r),
+                                              r["ooms"], min_capacity_cell(r))))
+    return out
+
+
 def scaling_lines(runs):
     lines = []
     for fam in ("threads_own_stream", "threads_one_stream"):
@@ -255,7 +336,10 @@ def main():
     ap.add_argument("--bench", required=True)
     ap.add_argument("--replay", action="append", default=[], help="TITLE=FILE.jsonl")
     ap.add_argument("--target-replay", help="title of the replay set the targets use")
+    ap.add_argument("--expandable", help="FILE.jsonl: the target replay set, rerun with "
+                    "expandable_segments:1, shown side by side with it")
     ap.add_argument("--plots")
+    ap.add_argument("--tune", help="FILE.jsonl of cachalot-replay --tune --json, one per trace")
     ap.add_argument("--device", default="")
     args = ap.parse_args()
     context, runs = load_bench(args.bench)
@@ -275,6 +359,13 @@ def main():
         title, path = spec.split("=", 1)
         sets.append((title, load_replays(path)))
         out += [""] + replay_table("--- Replays: %s " % title + "-" * 40, sets[-1][1])
+    expandable = load_replays(args.expandable) if args.expandable else None
+    if expandable is not None:
+        fixed = next((r for t, r in sets if t == args.target_replay), sets[0][1] if sets else [])
+        out += ["", "--- Segment kinds side by side " + "-" * 69] + side_by_side(fixed, expandable)
+    tuned = load_replays(args.tune) if args.tune else []
+    if tuned:
+        out += [""] + tune_table(tuned)
     if args.plots:
         out += ["", "plots (SVG): %s" % args.plots]
     out += ["", "--- Targets " + "-" * 88]
@@ -282,6 +373,10 @@ def main():
     for title, replays in sets:
         if args.target_replay is None or title == args.target_replay:
             out += replay_targets(replays)
+    if expandable is not None:
+        out += expandable_targets(expandable)
+    if tuned:
+        out += tune_target(tuned)
     print("\n".join(out))
 
 

@@ -49,7 +49,14 @@ replay_traces() {
   say "replaying ${#traces[@]} bundled traces"
   "$replay" --json --repeat 5 --capacity-factor 1.2 --min-capacity --plot "$OUT/plots/trace.svg" \
     "${traces[@]}" >"$OUT/replay-1.2x.jsonl"
+  "$replay" --json --repeat 5 --capacity-factor 1.2 --min-capacity --config expandable_segments:1 \
+    "${traces[@]}" >"$OUT/replay-1.2x-expandable.jsonl"
   "$replay" --json --repeat 5 --capacity-factor 2 "${traces[@]}" >"$OUT/replay-2x.jsonl"
+  say "tuning the config on each trace (cachalot-replay --tune, capacity 1.2x)"
+  : >"$OUT/tune-1.2x.jsonl"
+  for t in "${traces[@]}"; do
+    "$replay" --tune --json --repeat 1 --capacity-factor 1.2 "$t" >>"$OUT/tune-1.2x.jsonl"
+  done
   if [ "$GPU" = 1 ]; then
     "$replay" --json --repeat 5 --config backend:cuda "${traces[@]}" >"$OUT/replay-gpu.jsonl"
   fi
@@ -69,7 +76,9 @@ main() {
   [ "$GPU" = 1 ] && replays+=(--replay "CUDA device=$OUT/replay-gpu.jsonl")
   python3 scripts/bench_report.py --bench "$OUT/bench.json" "${replays[@]}" \
     --target-replay "simulated device, capacity 1.2x each trace's peak (targets)" \
+    --expandable "$OUT/replay-1.2x-expandable.jsonl" \
     --plots "$OUT/plots/ (requested, allocated and reserved bytes over each replay)" \
+    --tune "$OUT/tune-1.2x.jsonl" \
     --device "$device" | tee "$OUT/report.txt"
   say "memory pools: cache-hit cost and the two-tenant replay (scripts/pools-job.sh)"
   scripts/pools-job.sh "$BUILD" "$OUT" | tee "$OUT/report-pools.txt"

@@ -1,6 +1,7 @@
 """scripts/bench_report.py on a small made-up run: every replay row gives its own capacity and
 its smallest clean capacity, an incomplete replay shows no fragmentation, the columns and the
-yardsticks are explained, and two threads on one stream slower than one are flagged."""
+yardsticks are explained, two threads on one stream slower than one are flagged, and the
+--tune table shows default -> recommended with its target."""
 import json
 import os
 import subprocess
@@ -34,18 +35,37 @@ def replay(name, capacity, ooms, frag, min_cap):
     return r
 
 
+def tuned(name, default_reserved, best_reserved, conf):
+    def figures(reserved, calls):
+        return {"ooms": 0, "peak_reserved_bytes": reserved, "segment_allocs": calls,
+                "segment_frees": 0, "chunk_maps": 0, "chunk_unmaps": 0}
+    return {"tune": True, "recommended": conf, "search_seconds": 0.25, "traces": [{
+        "trace": "bench/traces/%s.csv" % name, "default": figures(default_reserved, 5),
+        "recommended": figures(best_reserved, 9),
+        "default_min_capacity": {"found": True, "factor": 1.05},
+        "recommended_min_capacity": {"found": True, "factor": 1.01}}]}
+
+
 with tempfile.TemporaryDirectory() as d:
     b, r = os.path.join(d, "bench.json"), os.path.join(d, "replay.jsonl")
+    t = os.path.join(d, "tune.jsonl")
+    with open(t, "w") as f:
+        f.write(json.dumps(tuned("alpha", 2**31, 2**30, "expandable_segments:1")) + "\n")
+        f.write(json.dumps(tuned("beta", 2**30, 2**30, "")) + "\n")
     json.dump(benchmarks, open(b, "w"))
     with open(r, "w") as f:
         f.write(json.dumps(replay("alpha", 5 * 2**30, 0, 2.0, 2**30 + 2**29)) + "\n")
         f.write(json.dumps(replay("beta", 3 * 2**30, 7, None, None)) + "\n")
     out = subprocess.run([sys.executable, os.path.join(root, "scripts", "bench_report.py"),
-                          "--bench", b, "--replay", "sim=" + r], stdout=subprocess.PIPE,
+                          "--bench", b, "--replay", "sim=" + r, "--tune", t], stdout=subprocess.PIPE,
                          text=True, check=True).stdout
 want = ["5.00 GiB", "3.00 GiB", "1.50 GiB 1.500x", "n/a", "INCOMPLETE (allocations refused): beta",
         "min capacity = the smallest capacity", "peak req / all / res", "glibc = malloc/free",
         "simulator's bookkeeping", "FLAG: two threads on ONE stream are slower than one",
+        "2.00 GiB->1.00 GiB", "1.050x->1.010x", "5->9", "expandable_segments:1",
+        "(the defaults)",
+        "MET    --tune: at least as good as the defaults on every trace (2 traces) and better on "
+        "at least one (1 better)",
         "MISSED 2 threads on ONE stream: 0.20x the throughput of 1 (>= 1.5x",
         "MISSED hot pair       512 B:   50.0 ns (<= 30 ns)"]
 missing = [w for w in want if w not in out]

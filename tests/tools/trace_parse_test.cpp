@@ -36,6 +36,35 @@ TEST(TraceParse, ReadsEveryField) {
   EXPECT_EQ(t.events[2].line, 5u);
 }
 
+TEST(TraceParse, CommentsCarryPyTorchFigures) {
+  const trace t = parse_trace_text(
+      "# converted from a PyTorch memory snapshot\n"
+      "# pytorch.peak_reserved: 67108864\n"
+      "# pytorch.peak_reserved_kind: exact\n" +
+          header +
+          "# a comment between events\n"
+          "1,00:00:00.000010,allocate,0x7f0000000000,1024,0x1000\n",
+      "t.csv");
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].line, 6u);
+  EXPECT_TRUE(t.pytorch.present);
+  EXPECT_EQ(t.pytorch.peak_reserved, 64u << 20);
+  EXPECT_TRUE(t.pytorch.exact);
+  EXPECT_EQ(summarize(t).pytorch.peak_reserved, 64u << 20);
+
+  const trace plain =
+      parse_trace_text("# pytorch.peak_reserved_kind: lower-bound\n" + header, "p.csv");
+  EXPECT_FALSE(plain.pytorch.present);
+  EXPECT_FALSE(plain.pytorch.exact);
+  try {
+    (void)parse_trace_text("# pytorch.peak_reserved: 12x\n" + header, "bad.csv");
+    FAIL() << "a bad figure was accepted";
+  } catch (const trace_error& e) {
+    EXPECT_EQ(e.line(), 1u);
+    EXPECT_NE(std::string(e.what()).find("bad pytorch.peak_reserved '12x'"), std::string::npos);
+  }
+}
+
 TEST(TraceParse, SummaryFindsPeakAndAnomalies) {
   const trace t = parse_trace_text(header +
                                        "1,00:00:00.000001,allocate,0x1000,100,0x0\n"

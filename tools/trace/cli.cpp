@@ -15,12 +15,14 @@
 #include <fstream>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "cachalot/errors.hpp"
 #include "cachalot/version.h"
 #include "trace/min_capacity.hpp"
 #include "trace/plot.hpp"
 #include "trace/report.hpp"
+#include "trace/tune_report.hpp"
 
 namespace cachalot::tools {
 namespace {
@@ -33,6 +35,7 @@ const char* const usage =
     "  --config STR          allocator config (key:value,...); default backend:simulated with\n"
     "                        a capacity of --capacity-factor x the trace's peak requested bytes\n"
     "  --capacity-factor F   simulated capacity as a multiple of the peak (default 2)\n"
+    "  --capacity SIZE       simulated capacity in bytes (e.g. 40GiB), instead of the factor\n"
     "  --repeat N            replays per allocator; ns/op is their median (default 3)\n"
     "  --min-capacity        also search the smallest simulated capacity on which the trace\n"
     "                        replays with no refused allocation (bisection, to 0.5% of the\n"
@@ -45,6 +48,13 @@ const char* const usage =
     "  --pool STREAM=NAME[,limit:SIZE][,guarantee:SIZE][,priority:N][,graph]\n"
     "                        route the trace stream logged as STREAM to memory pool NAME\n"
     "                        (repeatable; streams naming one pool share it)\n"
+    "  --tune                search the memory keys (expandable_segments, max_split_size,\n"
+    "                        gc_threshold, roundup_power2_divisions, segment sizes) on the\n"
+    "                        traces and print the CACHALOT_CONF to use, default vs recommended\n"
+    "                        (objective: no OOM at the capacity, then least peak reserved)\n"
+    "  --tune-weight SIZE    with --tune: bytes of peak reserved one device call is worth\n"
+    "                        (default 0: device calls only break ties)\n"
+    "  --jobs N              with --tune: replays run in parallel (default: the CPU count)\n"
     "  --version             print the version and exit\n"
     "Options also take --option=value. Exit status: 0 success, 2 bad arguments, config or trace,\n"
     "1 device failure.\n";
@@ -61,6 +71,10 @@ struct cli_options {
   bool one_thread = false;
   bool baseline = true;
   bool min_capacity = false;
+  bool tune = false;
+  std::size_t tune_weight = 0;
+  std::size_t jobs = 0;      // 0: the CPU count
+  std::size_t capacity = 0;  // 0: from --config or --capacity-factor
   std::string plot;
   std::vector<std::string> traces;
   std::vector<pool_spec> pools;
@@ -78,9 +92,25 @@ T parse_value(const std::string& flag, const std::string& text) {
   return v;
 }
 
+/// A size in bytes with a unit (or a plain number of bytes); 0 only when `zero_ok`.
+std::size_t parse_size_flag(const std::string& flag, const std::string& text, bool zero_ok) {
+  std::size_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size()) {
+    try {
+      v = parse_size(text);
+    } catch (const invalid_argument& e) {
+      throw usage_error(flag + ": bad size '" + text + "' (e.g. 40GiB, 512MiB or bytes)");
+    }
+  }
+  if (v == 0 && !zero_ok) throw usage_error(flag + ": must be above 0");
+  return v;
+}
+
 bool takes_value(const std::string& flag) {
   return flag == "--config" || flag == "--repeat" || flag == "--capacity-factor" ||
-         flag == "--plot" || flag == "--pool";
+         flag == "--plot" || flag == "--pool" || flag == "--tune-weight" || flag == "--jobs" ||
+         flag == "--capacity";
 }
 
 void set_flag(cli_options& o, const std::string& flag, const std::string& value) {
@@ -101,6 +131,14 @@ void set_flag(cli_options& o, const std::string& flag, const std::string& value)
     o.baseline = false;
   } else if (flag == "--min-capacity") {
     o.min_capacity = true;
+  } else if (flag == "--tune") {
+    o.tune = true;
+  } else if (flag == "--tune-weight") {
+    o.tune_weight = parse_size_flag(flag, value, true);
+  } else if (flag == "--capacity") {
+    o.capacity = parse_size_flag(flag, value, false);
+  } else if (flag == "--jobs") {
+    o.jobs = parse_value<std::size_t>(flag, value);
   } else if (flag == "--pool") {
     try {
       add_pool_spec(o.pools, value);
@@ -243,21 +281,83 @@ bool names_capacity(std::string_view config_text) {
   return false;
 }
 
+/// Options that do not go together, refused before any trace is read.
+void check_combinations(const cli_options& o) {
+  if (o.capacity != 0 && names_capacity(o.config)) {
+    throw usage_error("--capacity and a capacity in --config: give the capacity once");
+  }
+  if (o.tune && (!o.plot.empty() || !o.pools.empty() || o.min_capacity)) {
+    throw usage_error(
+        "--tune cannot be combined with --plot, --pool or --min-capacity (it "
+        "reports the smallest capacity itself)");
+  }
+  if (!o.tune && (o.tune_weight != 0 || o.jobs != 0)) {
+    throw usage_error("--tune-weight and --jobs go with --tune");
+  }
+}
+
+void set_capacity(config& cfg, std::size_t capacity) {
+  if (capacity > max_replay_capacity) {
+    throw usage_error("--capacity " + format_bytes(capacity) +
+                      " is beyond the largest simulated capacity (" +
+                      format_bytes(max_replay_capacity) + ")");
+  }
+  cfg.capacity = capacity;
+  cfg.validate();
+}
+
+void check_config(const cli_options& o, const config& cfg) {
+  const bool simulated = cfg.backend == backend_kind::simulated;
+  if (o.min_capacity && (!simulated || names_capacity(o.config))) {
+    throw usage_error(
+        "--min-capacity searches the simulated device's capacity: leave backend and capacity "
+        "out of --config");
+  }
+  if (o.tune && !simulated) throw usage_error("--tune replays on the simulated device only");
+  if (o.tune && !cfg.caching) throw usage_error("--tune needs caching (caching:0 in --config)");
+  if (o.tune && !tunable(cfg)) {
+    throw usage_error(
+        "--tune: the --config sets segment sizes or per-interval roundup_power2_divisions "
+        "outside the searched space; leave them out");
+  }
+}
+
+int tune_traces(const cli_options& o, const std::vector<trace>& traces,
+                const std::vector<prepared_trace>& prepared, const std::vector<config>& configs,
+                std::ostream& out, std::ostream& err) {
+  std::vector<const prepared_trace*> ptrs;
+  for (std::size_t i = 0; i < prepared.size(); ++i) {
+    if (prepared[i].summary.unknown_frees > 0) {
+      err << "cachalot-replay: warning: " << traces[i].name << ": "
+          << prepared[i].summary.unknown_frees
+          << " frees of pointers not allocated in the trace (skipped)\n";
+    }
+    ptrs.push_back(&prepared[i]);
+  }
+  tune_request rq;
+  rq.user_config = o.config;
+  rq.weight = o.tune_weight;
+  rq.threads = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  rq.repeat = o.repeat;
+  rq.use_threads = !o.one_thread;
+  rq.json = o.json;
+  rq.progress = isatty(STDERR_FILENO) == 1;
+  return run_tune(ptrs, configs, rq, out, err);
+}
+
 int run(const cli_options& o, std::ostream& out, std::ostream& err) {
   std::vector<trace> traces;
   std::vector<prepared_trace> prepared;
   std::vector<config> configs;
+  check_combinations(o);
   for (const std::string& path : o.traces) {
     traces.push_back(load_trace(path));
     prepared.push_back(prepare(traces.back()));
     configs.push_back(replay_config(o.config, prepared.back().summary, o.capacity_factor));
-    if (o.min_capacity &&
-        (configs.back().backend != backend_kind::simulated || names_capacity(o.config))) {
-      throw usage_error(
-          "--min-capacity searches the simulated device's capacity: leave backend and capacity "
-          "out of --config");
-    }
+    if (o.capacity != 0) set_capacity(configs.back(), o.capacity);
+    check_config(o, configs.back());
   }
+  if (o.tune) return tune_traces(o, traces, prepared, configs, out, err);
   check_plot_paths(o);
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const prepared_trace& p = prepared[i];

@@ -1,6 +1,7 @@
 // The cachalot-replay command line, as a function so that tests can run it in-process:
 //   cachalot-replay [--config STR] [--repeat N] [--json] [--plot FILE.svg] [--min-capacity]
-//                   [--capacity-factor F] [--one-thread] [--no-baseline] [--version] [--]
+//                   [--capacity-factor F | --capacity SIZE] [--one-thread] [--no-baseline]
+//                   [--tune [--tune-weight SIZE] [--jobs N]] [--version] [--]
 //                   TRACE.csv... ("-" is standard input; every option also takes --opt=value)
 // Exit status: 0 on success, 2 for a usage error, a bad config, an out-of-range number, an
 // unwritable plot path or a malformed or unreadable trace (the message names the file and line,

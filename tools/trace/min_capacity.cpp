@@ -24,7 +24,7 @@ min_capacity_result find_min_capacity(const prepared_trace& p, const config& bas
     ++r.replays;
     r.searched_up_to = std::max(r.searched_up_to, capacity);
     try {
-      return replay_at(p, base, capacity).complete();
+      return replay_at(p, base, capacity, true).complete();  // stops at the first refusal
     } catch (const invalid_argument&) {
       return false;  // a capacity the config cannot start with (e.g. below its reserve)
     }
@@ -38,7 +38,16 @@ min_capacity_result find_min_capacity(const prepared_trace& p, const config& bas
   // lo: a capacity known to fail (below the peak nothing can pass); hi: one to try.
   std::size_t lo = peak > g ? (peak - 1) / g * g : 0;
   std::size_t hi = std::max(g, round_up(peak, g));
-  for (;;) {
+  bool hinted = false;
+  if (o.hint != 0) {
+    const std::size_t h = std::max(hi, round_up(o.hint, g));
+    if (static_cast<double>(h) <= limit) {
+      hinted = ok(h);
+      (hinted ? hi : lo) = h;
+      if (!hinted) hi = round_up(h * 2, g);
+    }
+  }
+  while (!hinted) {
     if (static_cast<double>(hi) > limit) return r;  // not found
     if (ok(hi)) break;
     lo = hi;

@@ -19,6 +19,9 @@ struct min_capacity_options {
   double precision = 0.005;                    ///< of the trace's peak requested bytes
   std::size_t granule = std::size_t{2} << 20;  ///< capacities are multiples of this
   double max_factor = 64;                      ///< give up above this multiple of the peak
+  /// A capacity expected to replay cleanly (e.g. the peak reserved of a complete replay), tried
+  /// first instead of doubling from the peak; 0: none.
+  std::size_t hint = 0;
 };
 
 /// What the search found.

@@ -44,6 +44,7 @@ struct replay_state {
   std::vector<timeline_point> timeline;
   std::size_t sample_every = 1;
   std::atomic<std::size_t> turn{0};
+  bool stopped = false;
 };
 
 void run_op(replay_state& st, const replay_op& op, thread_counts& c) {
@@ -83,9 +84,14 @@ void after_op(replay_state& st, std::size_t index) {
 void run_serial(replay_state& st, thread_counts& c) {
   const std::size_t n = st.trace.ops.size();
   const bool slow = st.options.sample || st.options.progress;
+  const auto& stop = st.options.stop;
   for (std::size_t i = 0; i < n; ++i) {
     run_op(st, st.trace.ops[i], c);
     if (slow) after_op(st, i);
+    if (stop && (i + 1) % progress_every == 0 && stop(st.alloc.stats(), c.ooms)) {
+      st.stopped = i + 1 < n;
+      return;
+    }
   }
 }
 
@@ -205,7 +211,8 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   const stream_set streams(*backend, p.streams);
   allocator alloc(cfg, backend);
   const std::vector<pool_id> pool_ids = apply_pools(alloc, options.pools, p, streams);
-  replay_state st{alloc, p, streams, options, std::vector<void*>(p.slots, nullptr), {}, 1, {}};
+  replay_state st{alloc, p, streams, options, std::vector<void*>(p.slots, nullptr),
+                  {},    1, {},      false};
   if (options.sample) {
     st.sample_every = p.ops.size() / 100000 + 1;
     st.timeline.reserve(p.ops.size() / st.sample_every + 2);
@@ -240,16 +247,19 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   if (!threaded) r.busy_ns = wall;
   r.ns_per_op = r.ops == 0 ? 0.0 : r.busy_ns / static_cast<double>(r.ops);
   r.timeline = std::move(st.timeline);
+  r.stopped = st.stopped;
   return r;
 }
 
-replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity) {
+replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity,
+                        bool stop_at_oom) {
   config cfg = base;
   cfg.backend = backend_kind::simulated;
   cfg.capacity = capacity;
   cfg.trace_file.clear();
   replay_options o;
   o.use_threads = false;
+  if (stop_at_oom) o.stop = [](const memory_stats&, std::size_t ooms) { return ooms > 0; };
   return replay(p, cfg, o);
 }
 

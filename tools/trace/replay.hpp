@@ -55,6 +55,10 @@ struct replay_options {
   std::function<void(double)> progress;
   /// Memory pools to create and route trace streams to (pools.hpp).
   std::vector<pool_spec> pools;
+  /// Early stop (the tuner's pruning): called every few thousand operations with the allocator's
+  /// stats and the refusals so far; true stops the replay there (replay_result::stopped). Only on
+  /// the calling thread (use_threads false).
+  std::function<bool(const memory_stats&, std::size_t ooms)> stop;
 };
 
 /// Memory in use after some operation.
@@ -92,6 +96,7 @@ struct replay_result {
   double ns_per_op = 0.0;                ///< busy_ns / ops
   std::vector<timeline_point> timeline;  ///< filled when sampling
   std::vector<pool_figures> pools;       ///< per pool, when replay_options::pools is set
+  bool stopped = false;  ///< replay_options::stop ended the replay early (figures are partial)
 
   /// True if every allocation was served: only then do the peaks and the fragmentation
   /// describe the whole trace.
@@ -105,8 +110,10 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
 /// Replays on the calling thread, without sampling, on the simulated device with `capacity`
 /// bytes (`base` otherwise; its trace_file is dropped). Thread-safe.
 /// @throws cachalot::error if the allocator cannot be created (e.g. a capacity the config's
-/// relations refuse)
-replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity);
+/// relations refuse). With `stop_at_oom`, the replay stops at the first refusal found (checked
+/// every few thousand operations; the result is then incomplete and partial).
+replay_result replay_at(const prepared_trace& p, const config& base, std::size_t capacity,
+                        bool stop_at_oom = false);
 
 /// The largest simulated capacity a replay may ask for: 64 TiB (address space is reserved for
 /// the whole capacity).

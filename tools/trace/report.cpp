@@ -11,7 +11,6 @@
 #include "cachalot/version.h"
 
 namespace cachalot::tools {
-namespace {
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
@@ -32,6 +31,8 @@ std::string json_number(double v) {
   return std::isfinite(v) ? fmt::format("{:.4f}", v) : "null";
 }
 
+namespace {
+
 /// Per-pool figures as a JSON member (with its leading comma), or "" without pools.
 std::string json_pools(const replay_result& r) {
   if (r.pools.empty()) return "";
@@ -49,21 +50,23 @@ std::string json_pools(const replay_result& r) {
   return out + "]";
 }
 
+}  // namespace
+
 /// The figures of one replay as JSON members (no braces).
 std::string json_figures(const replay_result& r) {
   return fmt::format(
-      "\"backend\":{},\"capacity_bytes\":{},\"threads\":{},\"ops\":{},\"complete\":{},"
-      "\"peak_requested_bytes\":{},\"peak_allocated_bytes\":{},\"peak_reserved_bytes\":{},"
-      "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
-      "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},"
-      "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"ns_per_op\":{},"
-      "\"wall_ms\":{},\"busy_ms\":{}",
-      json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
-      r.peak_requested, r.peak_allocated, r.peak_reserved,
-      r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors, r.skipped_frees,
-      r.zero_size_allocations, r.segment_allocs, r.segment_frees, r.chunk_maps, r.chunk_unmaps,
-      r.device_syncs, json_number(r.ns_per_op), json_number(r.wall_ns / 1e6),
-      json_number(r.busy_ns / 1e6)) +
+             "\"backend\":{},\"capacity_bytes\":{},\"threads\":{},\"ops\":{},\"complete\":{},"
+             "\"peak_requested_bytes\":{},\"peak_allocated_bytes\":{},\"peak_reserved_bytes\":{},"
+             "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
+             "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},"
+             "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"ns_per_op\":{},"
+             "\"wall_ms\":{},\"busy_ms\":{}",
+             json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
+             r.peak_requested, r.peak_allocated, r.peak_reserved,
+             r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors,
+             r.skipped_frees, r.zero_size_allocations, r.segment_allocs, r.segment_frees,
+             r.chunk_maps, r.chunk_unmaps, r.device_syncs, json_number(r.ns_per_op),
+             json_number(r.wall_ns / 1e6), json_number(r.busy_ns / 1e6)) +
          json_pools(r);
 }
 
@@ -76,6 +79,8 @@ std::string json_min_capacity(const min_capacity_result& m) {
       "{{\"found\":true,\"bytes\":{},\"factor\":{},\"precision_bytes\":{},\"replays\":{}}}",
       m.bytes, json_number(m.factor), m.precision, m.replays);
 }
+
+namespace {
 
 std::string bytes(std::size_t v) {
   return format_bytes(v);
@@ -159,6 +164,17 @@ std::string format_text(const trace_report& r) {
         [](const replay_result& x) { return std::to_string(x.zero_size_allocations); });
   }
   out += columns(rows);
+  if (r.summary.pytorch.present) {
+    const std::size_t pt = r.summary.pytorch.peak_reserved;
+    out += fmt::format(
+        "  PyTorch reserved at its peak (from the snapshot): {}{}; cachalot: {}{}\n", bytes(pt),
+        r.summary.pytorch.exact ? "" : " (a lower bound)", bytes(c.peak_reserved),
+        pt == 0
+            ? std::string()
+            : fmt::format(
+                  " ({:+.1f}%)",
+                  100.0 * (static_cast<double>(c.peak_reserved) / static_cast<double>(pt) - 1.0)));
+  }
   for (const pool_figures& pf : c.pools) {
     out += fmt::format(
         "  pool {:<12} prio {:>3}, limit {}, guarantee {}: peak requested {}, peak reserved {}, "
@@ -189,6 +205,10 @@ std::string format_json(const trace_report& r) {
       json_string(r.trace), json_string(CACHALOT_VERSION_STRING), r.repeat, r.summary.streams,
       r.summary.threads, r.summary.peak_requested_bytes, r.summary.unknown_frees,
       r.summary.recorded_failures, json_figures(r.result));
+  if (r.summary.pytorch.present) {
+    out += fmt::format(",\"pytorch_peak_reserved_bytes\":{},\"pytorch_peak_exact\":{}",
+                       r.summary.pytorch.peak_reserved, r.summary.pytorch.exact ? "true" : "false");
+  }
   if (r.min_capacity) out += ",\"min_capacity\":" + json_min_capacity(*r.min_capacity);
   if (!r.plot_file.empty()) out += ",\"plot\":" + json_string(r.plot_file);
   if (r.baseline) out += ",\"baseline\":{" + json_figures(*r.baseline) + "}";

@@ -25,6 +25,15 @@ struct trace_report {
   std::optional<min_capacity_result> min_capacity;  ///< when searched (--min-capacity)
 };
 
+/// A JSON string literal of `s` (quotes and escapes included).
+std::string json_string(const std::string& s);
+/// A JSON number with four decimals ("null" when not finite).
+std::string json_number(double v);
+/// The figures of one replay as JSON members, without braces.
+std::string json_figures(const replay_result& r);
+/// A min-capacity result as a JSON object.
+std::string json_min_capacity(const min_capacity_result& m);
+
 /// A human-readable table.
 std::string format_text(const trace_report& r);
 /// One JSON object on one line (no trailing newline).

@@ -110,6 +110,24 @@ trace_event parse_line(std::string_view line, const std::string& name, std::size
   return e;
 }
 
+/// Reads a "# pytorch.KEY: VALUE" comment into `t`; other comments are ignored.
+void parse_comment(std::string_view text, trace& t, std::size_t number) {
+  text.remove_prefix(1);
+  text = trim(text);
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return;
+  const std::string_view key = trim(text.substr(0, colon));
+  const std::string_view value = trim(text.substr(colon + 1));
+  if (key == "pytorch.peak_reserved") {
+    if (!parse_number(value, t.pytorch.peak_reserved) || t.pytorch.peak_reserved > max_trace_size) {
+      throw trace_error(t.name, number, "bad pytorch.peak_reserved '" + std::string(value) + "'");
+    }
+    t.pytorch.present = true;
+  } else if (key == "pytorch.peak_reserved_kind") {
+    t.pytorch.exact = value == "exact";
+  }
+}
+
 }  // namespace
 
 trace_error::trace_error(const std::string& file, std::size_t line, const std::string& what)
@@ -131,6 +149,10 @@ trace parse_trace(std::istream& in, const std::string& name) {
       throw trace_error(name, number, "UTF-16 text (byte-order mark): save the trace as UTF-8");
     }
     if (text.empty()) continue;
+    if (text.front() == '#') {
+      parse_comment(text, t, number);
+      continue;
+    }
     if (!header_seen) {
       if (text != trace_header) {
         throw trace_error(name, number, "bad header, expected '" + std::string(trace_header) + "'");
@@ -204,6 +226,7 @@ trace_summary summarize(const trace& t) {
   }
   s.threads = threads.size();
   s.streams = streams.size();
+  s.pytorch = t.pytorch;
   return s;
 }
 

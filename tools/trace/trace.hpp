@@ -3,9 +3,12 @@
 //   140071234,12:03:04.123456,allocate,0x7f0000000000,1024,0x0
 // Time is HH:MM:SS.fraction, Action is allocate, free or "allocate failure", Pointer is printf
 // %p ("(nil)" for null), Size is decimal bytes (at most max_trace_size), Stream is hex. A UTF-8
-// byte-order mark before the header is skipped. Any malformed line is a trace_error naming the
-// file and the line, never undefined behaviour; a file that cannot be read is one naming the
-// operating system's reason.
+// byte-order mark before the header is skipped. Lines starting with '#' are comments; the ones
+// `python -m cachalot.convert` writes ("# pytorch.peak_reserved: BYTES", "#
+// pytorch.peak_reserved_kind: exact|lower-bound") carry PyTorch's own reserved peak from the
+// snapshot the trace came from, so that the replay prints it. Any malformed line is a trace_error
+// naming the file and the line, never undefined behaviour; a file that cannot be read is one naming
+// the operating system's reason.
 #pragma once
 
 #include <cstddef>
@@ -36,10 +39,18 @@ struct trace_event {
   std::size_t line = 0;                          ///< 1-based line number in the file
 };
 
+/// What a trace converted from a PyTorch snapshot says about PyTorch's own run.
+struct pytorch_figures {
+  bool present = false;           ///< the trace carries a "# pytorch.peak_reserved" line
+  std::size_t peak_reserved = 0;  ///< PyTorch's peak reserved bytes over the trace
+  bool exact = false;             ///< exact (snapshot segments known), else a lower bound
+};
+
 /// A parsed trace: the events in log order.
 struct trace {
   std::string name;                 ///< file name (or another label) used in messages
   std::vector<trace_event> events;  ///< events in log order
+  pytorch_figures pytorch;          ///< from "# pytorch.*" comment lines, if any
 };
 
 /// A malformed trace: the message names the file and the line ("FILE:LINE: what").
@@ -83,6 +94,7 @@ struct trace_summary {
   std::size_t streams = 0;                ///< distinct streams
   std::size_t peak_requested_bytes = 0;   ///< highest sum of live sizes
   std::size_t largest_allocation = 0;     ///< biggest single allocation
+  pytorch_figures pytorch;                ///< PyTorch's figures, when the trace carries them
 };
 
 /// Walks the trace and computes its summary.

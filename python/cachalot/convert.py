@@ -1,0 +1,320 @@
+"""PyTorch memory snapshot -> cachalot trace: the converter behind `python -m cachalot.convert`.
+
+A PyTorch user who ran ``torch.cuda.memory._record_memory_history()`` and saved
+``torch.cuda.memory._dump_snapshot(path)`` has a pickle of one dict with ``device_traces`` (one
+list of events per device), ``segments`` (the allocator's segments when the snapshot was taken)
+and ``allocator_settings``. This module turns one device's events into the RMM-format CSV that
+``cachalot-replay`` reads, with ``#`` comment lines in front carrying PyTorch's own reserved
+figures, so that the replay prints them next to cachalot's.
+
+Format checked against the PyTorch sources (no real snapshot has been converted here: no
+PyTorch and no GPU on the machines this was written and tested on):
+  - torch/csrc/cuda/memory_snapshot.cpp (pytorch/pytorch, commit 00067369c933): the keys of a
+    snapshot (segments: device, address, total_size, stream, is_expandable, blocks;
+    device_traces: action, addr, size, stream, time_us, frames; an ``oom`` event carries
+    ``device_free`` instead of ``addr``) and the action names alloc, free_requested,
+    free_completed, segment_alloc, segment_free, segment_map, segment_unmap, snapshot, oom;
+  - c10/cuda/CUDACachingAllocator.cpp (pytorch/pytorch, commit 001074d25084): ``alloc`` records
+    the requested size, ``oom`` the rounded size and the device's free bytes;
+    ``free_requested`` is recorded when the tensor is freed, ``free_completed`` when the block
+    goes back to the cache (at once, or once the events of the streams recorded with
+    record_stream have completed); ``segment_map``/``segment_unmap`` (expandable segments) add
+    to and take from reserved_bytes like ``segment_alloc``/``segment_free`` (these two, and
+    free_completed in free_block(), were read in copies of that file, not at that commit);
+    newer versions also record ``user_defined`` annotations (skipped as unknown actions);
+  - torch/cuda/memory.py ``_dump_snapshot``: ``pickle.dump`` of that dict.
+
+Mapping (documented in docs/usage.md):
+  - ``alloc`` -> ``allocate`` (requested size, the event's stream);
+  - ``free_completed`` -> ``free``, on the stream the block was allocated on. The memory is
+    reusable only then: replaying the free at ``free_requested`` would let cachalot reuse a block
+    that another stream may still be using (the replay has no record_stream), so its figures
+    would be lower than any allocator could reach. A ``free_requested`` with no later
+    ``free_completed`` (the snapshot was taken while the free was pending) leaves the block live;
+  - ``oom`` -> ``allocate failure`` (the size PyTorch could not allocate);
+  - segment events feed PyTorch's reserved figures; ``snapshot`` and unknown actions are skipped
+    (counted);
+  - a free of an address never allocated in the trace (allocated before recording began, or
+    dropped from the ring buffer of max_entries) is skipped and counted.
+The snapshot has no thread ids: every event is logged on thread 1. time_us, when present, gives
+the time column (else the event index, one microsecond apart).
+
+Unpickling runs no code from the file: only plain containers, strings and numbers are accepted
+(a snapshot holds nothing else), so a pickle that names a class fails with a clear error.
+"""
+import argparse
+import io
+import pickle
+import sys
+
+__all__ = ["SnapshotError", "ConversionResult", "load_snapshot", "convert", "convert_file", "main"]
+
+ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+           "segment_map", "segment_unmap", "snapshot", "oom")
+
+
+class SnapshotError(ValueError):
+    """The input is not a readable PyTorch memory snapshot (the message says why)."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """An unpickler that refuses every class and function: data only."""
+
+    def find_class(self, module, name):
+        raise SnapshotError("the pickle names %s.%s: a PyTorch memory snapshot holds only dicts, "
+                            "lists, strings and numbers" % (module, name))
+
+
+def load_snapshot(source):
+    """Reads a snapshot from a path or a binary file object; returns the dict.
+
+    Raises SnapshotError when the file is not a pickle, is truncated, or is not a snapshot."""
+    try:
+        if hasattr(source, "read"):
+            data = source.read()
+        else:
+            with open(source, "rb") as f:
+                data = f.read()
+    except OSError as e:
+        raise SnapshotError("cannot read %s: %s" % (source, e.strerror or e)) from None
+    if not data:
+        raise SnapshotError("empty file, not a pickle")
+    try:
+        snap = _PlainUnpickler(io.BytesIO(data)).load()
+    except SnapshotError:
+        raise
+    except EOFError:
+        if data[:1] != b"\x80":
+            raise SnapshotError("not a pickle (the file ends before any pickled value)") from None
+        raise SnapshotError("truncated pickle (the file ends before the data does)") from None
+    except Exception as e:  # pickle raises many types for garbage input
+        if "truncated" in str(e) and data[:1] == b"\x80":  # a binary pickle cut short
+            raise SnapshotError("truncated pickle (%s)" % e) from None
+        raise SnapshotError("not a pickle (%s: %s)" % (type(e).__name__, e)) from None
+    if not isinstance(snap, dict) or "device_traces" not in snap:
+        kind = type(snap).__name__
+        raise SnapshotError("a pickle of a %s, not a PyTorch memory snapshot (no 'device_traces'; "
+                            "save one with torch.cuda.memory._dump_snapshot())" % kind)
+    traces = snap["device_traces"]
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise SnapshotError("'device_traces' is not a list of per-device event lists")
+    return snap
+
+
+def _int_field(event, key, index, device):
+    value = event.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SnapshotError("device %d, event %d (%s): field '%s' is %r, not a non-negative "
+                            "integer" % (device, index, event.get("action"), key, value))
+    return value
+
+
+class ConversionResult:
+    """What a conversion found: counts, PyTorch's reserved figures and the CSV lines."""
+
+    def __init__(self, device):
+        self.device = device
+        self.events = 0
+        self.counts = {a: 0 for a in ACTIONS}
+        self.unknown_actions = 0
+        self.unknown_frees = 0          # free_completed of an address not allocated in the trace
+        self.duplicate_allocs = 0       # alloc of an address already live (a free was lost)
+        self.pending_frees = 0          # free_requested never completed before the snapshot
+        self.live_at_end = 0            # allocations never freed in the trace
+        self.streams = set()
+        self.peak_reserved_delta = 0    # highest reserved above the start of the trace
+        self.low_reserved_delta = 0     # lowest (negative: segments older than the trace freed)
+        self.net_reserved = 0           # reserved at the end minus at the start
+        self.segments_reserved = None   # total_size of the device's segments at snapshot time
+        self.lines = []
+
+    @property
+    def pytorch_peak_reserved(self):
+        """PyTorch's peak reserved bytes over the trace, or None when unknown.
+
+        With the snapshot's segment list, reserved at the start is that total minus the net
+        change of the segment events, and the peak is exact. Without it, the start is taken as
+        the least that explains the events (0, or what freed segments older than the trace
+        needed): a lower bound."""
+        if self.segments_reserved is not None:
+            start = self.segments_reserved - self.net_reserved
+            if start >= -self.low_reserved_delta:
+                return start + self.peak_reserved_delta
+        return max(0, -self.low_reserved_delta) + self.peak_reserved_delta
+
+    @property
+    def pytorch_peak_exact(self):
+        return (self.segments_reserved is not None and
+                self.segments_reserved - self.net_reserved >= -self.low_reserved_delta)
+
+    def header(self):
+        exact = "exact" if self.pytorch_peak_exact else "lower-bound"
+        out = ["# cachalot trace converted from a PyTorch memory snapshot (python -m "
+               "cachalot.convert)",
+               "# pytorch.device: %d" % self.device,
+               "# pytorch.peak_reserved: %d" % self.pytorch_peak_reserved,
+               "# pytorch.peak_reserved_kind: %s" % exact]
+        if self.segments_reserved is not None:
+            out.append("# pytorch.reserved_at_snapshot: %d" % self.segments_reserved)
+        out.append("# pytorch.unknown_frees: %d" % self.unknown_frees)
+        out.append("# pytorch.pending_frees: %d" % self.pending_frees)
+        return out
+
+    def summary(self):
+        c = self.counts
+        parts = ["device %d: %d events (%d alloc, %d free_requested, %d free_completed, "
+                 "%d segment_alloc, %d segment_free, %d segment_map, %d segment_unmap, %d oom, "
+                 "%d snapshot, %d unknown actions)" % (
+                     self.device, self.events, c["alloc"], c["free_requested"],
+                     c["free_completed"], c["segment_alloc"], c["segment_free"],
+                     c["segment_map"], c["segment_unmap"], c["oom"], c["snapshot"],
+                     self.unknown_actions),
+                 "streams: %d" % len(self.streams),
+                 "frees of addresses not allocated in the trace (skipped): %d" % self.unknown_frees,
+                 "allocations of live addresses (replaced): %d" % self.duplicate_allocs,
+                 "frees requested but not completed at the snapshot (left live): %d"
+                 % self.pending_frees,
+                 "allocations live at the end: %d" % self.live_at_end,
+                 "PyTorch peak reserved: %d bytes (%s)" % (
+                     self.pytorch_peak_reserved,
+                     "exact, from the segment events and the snapshot's segments"
+                     if self.pytorch_peak_exact else
+                     "lower bound: from the segment events alone")]
+        return "\n".join(parts)
+
+
+def _time_text(us):
+    seconds, micro = divmod(int(us), 1000000)
+    minutes, sec = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    return "%02d:%02d:%02d.%06d" % (hours, minute, sec, micro)
+
+
+def _pick_device(traces, device):
+    if device is None:
+        return max(range(len(traces)), key=lambda d: (len(traces[d]), -d)) if traces else 0
+    if device < 0 or device >= len(traces):
+        raise SnapshotError("--device %d: the snapshot has traces for devices 0..%d"
+                            % (device, len(traces) - 1))
+    return device
+
+
+def convert(snap, device=None):
+    """Converts a loaded snapshot (see load_snapshot); returns a ConversionResult whose
+    ``lines`` are the CSV (header comments included). ``device``: the device whose trace to
+    convert (default: the one with the most events)."""
+    traces = snap["device_traces"]
+    if not traces or not any(traces):
+        raise SnapshotError("the snapshot has no trace events: was _record_memory_history() "
+                            "on before the snapshot?")
+    device = _pick_device(traces, device)
+    r = ConversionResult(device)
+    live = {}     # addr -> (size, stream)
+    reserved = 0
+    rows = []
+    first_time = None
+    for i, e in enumerate(traces[device]):
+        if not isinstance(e, dict) or not isinstance(e.get("action"), str):
+            raise SnapshotError("device %d, event %d: not an event (a dict with an 'action')"
+                                % (device, i))
+        r.events += 1
+        action = e["action"]
+        if action not in r.counts:
+            r.unknown_actions += 1
+            continue
+        r.counts[action] += 1
+        if action == "snapshot":
+            continue
+        t = e.get("time_us", i)
+        time_us = t if isinstance(t, int) and not isinstance(t, bool) and t >= 0 else i
+        if first_time is None:
+            first_time = time_us
+        time_us = max(0, time_us - first_time)  # PyTorch logs wall-clock microseconds
+        size = _int_field(e, "size", i, device)
+        stream = _int_field(e, "stream", i, device) if "stream" in e else 0
+        r.streams.add(stream)
+        if action in ("segment_alloc", "segment_map", "segment_free", "segment_unmap"):
+            reserved += size if action in ("segment_alloc", "segment_map") else -size
+            r.peak_reserved_delta = max(r.peak_reserved_delta, reserved)
+            r.low_reserved_delta = min(r.low_reserved_delta, reserved)
+            continue
+        if action == "oom":
+            rows.append((time_us, "allocate failure", 0, size, stream))
+            continue
+        addr = _int_field(e, "addr", i, device)
+        if action == "alloc":
+            if addr in live:
+                r.duplicate_allocs += 1
+            live[addr] = [size, stream, False]
+            rows.append((time_us, "allocate", addr, size, stream))
+        elif action == "free_requested":
+            if addr in live:
+                live[addr][2] = True
+        else:  # free_completed
+            block = live.pop(addr, None)
+            if block is None:
+                r.unknown_frees += 1
+                continue
+            rows.append((time_us, "free", addr, block[0], block[1]))
+    r.net_reserved = reserved
+    r.pending_frees = sum(1 for b in live.values() if b[2])
+    r.live_at_end = len(live)
+    segments = snap.get("segments")
+    if isinstance(segments, list):
+        total = 0
+        for s in segments:
+            if not isinstance(s, dict):
+                total = None
+                break
+            if s.get("device", device) == device and isinstance(s.get("total_size"), int):
+                total += s["total_size"]
+        r.segments_reserved = total
+    r.lines = r.header() + ["Thread,Time,Action,Pointer,Size,Stream"]
+    r.lines += ["1,%s,%s,%s,%d,0x%x" % (_time_text(t), a, "0x%x" % p if p else "(nil)", s, st)
+                for t, a, p, s, st in rows]
+    return r
+
+
+def convert_file(snapshot_path, output_path, device=None):
+    """Converts the snapshot at ``snapshot_path`` into ``output_path`` ("-": standard output);
+    returns the ConversionResult. Raises SnapshotError for a bad snapshot, OSError when the
+    output cannot be written."""
+    result = convert(load_snapshot(snapshot_path), device)
+    text = "\n".join(result.lines) + "\n"
+    if output_path == "-":
+        sys.stdout.write(text)
+    else:
+        with open(output_path, "w", encoding="ascii") as f:
+            f.write(text)
+    return result
+
+
+def main(argv=None):
+    """The command line; returns the exit status (0 ok, 2 bad input or arguments)."""
+    p = argparse.ArgumentParser(
+        prog="python -m cachalot.convert",
+        description="Converts a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into "
+                    "a trace that cachalot-replay replays, with PyTorch's reserved peak in its "
+                    "header.")
+    p.add_argument("snapshot", help="the snapshot pickle")
+    p.add_argument("-o", "--output", required=True, help="the trace CSV to write (- : stdout)")
+    p.add_argument("--device", type=int, default=None,
+                   help="device whose events to convert (default: the one with most events)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on standard error")
+    args = p.parse_args(argv)
+    try:
+        result = convert_file(args.snapshot, args.output, args.device)
+    except SnapshotError as e:
+        print("cachalot.convert: error: %s: %s" % (args.snapshot, e), file=sys.stderr)
+        return 2
+    except OSError as e:
+        print("cachalot.convert: error: cannot write %s: %s" % (args.output, e.strerror or e),
+              file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(result.summary(), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
