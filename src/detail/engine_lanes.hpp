@@ -14,7 +14,8 @@ inline block* engine::tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std:
     return size >= rounded && !should_split_size(pool, size, rounded);
   };
   std::size_t over_ceiling = 0;  // the size of a block whose stats crossed a ceiling
-  if (l.filled.load(std::memory_order_relaxed) == 0 || !l.lock.try_lock()) [[unlikely]]
+  if (l.filled.load(std::memory_order_relaxed) == 0 || l.skip_cold() || !l.lock.try_lock())
+      [[unlikely]]
     return nullptr;  // another thread of this lane's slot is in it: the stream serves
   block* b = l.take(pool, requested, false, &over_ceiling, fits);
   if (over_ceiling != 0 && tc_borrow(ss, l, pool, over_ceiling, requested, true)) [[unlikely]]
@@ -32,7 +33,7 @@ inline bool engine::tc_put(block* b, stream_t stream, bool on_stream) {
   stream_state& ss = *b->owner;  // (b->cacheable: ss has lanes, b fits one)
   if ((on_stream && stream != ss.stream) || b->has_uses.load()) return false;
   tc_lane& l = ss.tcache->mine();
-  if (!l.lock.try_lock()) [[unlikely]]
+  if (l.cold.load(std::memory_order_relaxed) != 0 || !l.lock.try_lock()) [[unlikely]]
     return false;
   tc_lane::put_result r = l.put(b, tc_capacity_, false);
   block* evicted = nullptr;  // the lane's oldest block, making room (not when tracing: the

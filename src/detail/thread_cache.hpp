@@ -67,9 +67,26 @@ struct alignas(128) tc_lane : stats_holder {
       b->requested = requested;
       b->in_lane.store(false, std::memory_order_relaxed);
       ++stats.num_allocs;
+      misses = 0;
+      backoff = min_backoff;
       return b;
     }
+    if (++misses >= miss_limit) {  // a workload the lane does not serve (random sizes)
+      misses = 0;
+      cold.store(backoff, std::memory_order_relaxed);
+      backoff = backoff < max_backoff ? 2 * backoff : max_backoff;
+    }
     return nullptr;
+  }
+
+  /// Hot path, no lock: true if the lane is cold (its recent lookups missed), counting this
+  /// allocation off the cold period; a cold lane is skipped by allocations and frees.
+  bool skip_cold() noexcept {
+    const std::uint32_t c = cold.load(std::memory_order_relaxed);
+    if (c == 0) [[likely]]
+      return false;
+    cold.store(c - 1, std::memory_order_relaxed);  // (racy between threads of a slot: harmless)
+    return true;
   }
 
   /// Under `lock`, with `count` == `capacity`: makes room by taking the oldest block out (its
@@ -137,6 +154,12 @@ struct alignas(128) tc_lane : stats_holder {
   /// `count`, readable without the lock: a hit skips the lock of an empty lane (a stale value
   /// only costs a needless try, or a miss).
   std::atomic<std::uint32_t> filled{0};
+  // Adaptive bypass: `miss_limit` misses in a row make the lane cold for `backoff` allocations,
+  // doubling (up to max_backoff) while it keeps missing, back to min_backoff at a hit.
+  static constexpr std::uint32_t miss_limit = 32, min_backoff = 64, max_backoff = 8192;
+  std::uint32_t misses = 0;
+  std::uint32_t backoff = min_backoff;
+  std::atomic<std::uint32_t> cold{0};  ///< allocations left to skip the lane (lock-free reads)
   /// Has held a block (so may have counts and a ceiling); an unused lane is left out of
   /// all_streams_lock. Written under `lock`.
   std::atomic<bool> used{false};
