@@ -14,7 +14,7 @@ inline block* engine::tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std:
     return size >= rounded && !should_split_size(pool, size, rounded);
   };
   std::size_t over_ceiling = 0;  // the size of a block whose stats crossed a ceiling
-  if (l.skip_cold() || l.filled.load(std::memory_order_relaxed) == 0 || !l.lock.try_lock())
+  if (l.filled.load(std::memory_order_relaxed) == 0 || l.skip_cold() || !l.lock.try_lock())
       [[unlikely]]
     return nullptr;  // another thread of this lane's slot is in it: the stream serves
   block* b = l.take(pool, requested, false, &over_ceiling, fits);
@@ -38,10 +38,8 @@ inline bool engine::tc_put(block* b, stream_t stream, bool on_stream) {
   tc_lane::put_result r = l.put(b, tc_capacity_, false);
   block* evicted = nullptr;  // the lane's oldest block, making room (not when tracing: the
                              // trace has its free already, the stream path would trace it again)
-  if (r == tc_lane::put_result::full && !tracer_ && (evicted = l.evict_oldest()) != nullptr) {
-    l.note_miss();
+  if (r == tc_lane::put_result::full && !tracer_ && (evicted = l.evict_oldest()) != nullptr)
     r = l.put(b, tc_capacity_, false);
-  }
   if (r == tc_lane::put_result::over_ceiling &&
       tc_borrow(ss, l, b->seg->pool, b->size, b->requested, false)) [[unlikely]]
     r = l.put(b, tc_capacity_, false);

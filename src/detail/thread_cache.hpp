@@ -71,18 +71,12 @@ struct alignas(128) tc_lane : stats_holder {
       backoff = min_backoff;
       return b;
     }
-    note_miss();
+    if (++misses >= miss_limit) {  // a workload the lane does not serve (random sizes)
+      misses = 0;
+      cold.store(backoff, std::memory_order_relaxed);
+      backoff = backoff < max_backoff ? 2 * backoff : max_backoff;
+    }
     return nullptr;
-  }
-
-  /// Under `lock`: a lookup that found nothing, or a full lane's eviction (a thread that frees
-  /// what others allocate). `miss_limit` in a row make the lane cold: a workload it does not
-  /// serve (random sizes, producer and consumer threads) stops paying for it.
-  void note_miss() noexcept {
-    if (++misses < miss_limit) return;
-    misses = 0;
-    cold.store(backoff, std::memory_order_relaxed);
-    backoff = backoff < max_backoff ? 2 * backoff : max_backoff;
   }
 
   /// Hot path, no lock: true if the lane is cold (its recent lookups missed), counting this
