@@ -41,6 +41,8 @@ constexpr const char* known_keys[] = {"backend",
                                       "expandable_segments",
                                       "reserve",
                                       "max_cached",
+                                      "thread_cache",
+                                      "thread_cache_max_size",
                                       "debug",
                                       "caching",
                                       "trace_file",
@@ -190,6 +192,13 @@ void apply(config& c, std::string_view key, std::string_view v) {
     c.reserve = detail::parse_size_value(v, key, unit_rule::required);
   } else if (key == "max_cached") {
     c.max_cached = optional_size(v, key);
+  } else if (key == "thread_cache") {
+    const std::uint64_t n = detail::parse_count(v, key);
+    CACHALOT_EXPECTS(n <= 64, invalid_argument,
+                     "config key 'thread_cache': '{}' is out of range (0 to 64 blocks)", v);
+    c.thread_cache = static_cast<std::uint32_t>(n);
+  } else if (key == "thread_cache_max_size") {
+    c.thread_cache_max_size = detail::parse_size_value(v, key, unit_rule::required);
   } else if (key == "trace_file") {
     c.trace_file = std::string(v);
   } else if (key == "debug") {
@@ -341,9 +350,10 @@ std::string config::to_string() const {
   const std::string divisions = detail::format_divisions(roundup_power2_divisions);
   s += detail::format(
       ",gc_threshold:{},roundup_power2_divisions:{},expandable_segments:{},reserve:{}B,"
-      "max_cached:{},debug:{},caching:{}",
+      "max_cached:{},thread_cache:{},thread_cache_max_size:{}B,debug:{},caching:{}",
       gc_threshold, divisions.empty() ? std::string("0") : divisions, expandable_segments ? 1 : 0,
-      reserve, size_or_none(max_cached), debug ? 1 : 0, caching ? 1 : 0);
+      reserve, size_or_none(max_cached), thread_cache, thread_cache_max_size, debug ? 1 : 0,
+      caching ? 1 : 0);
   if (!trace_file.empty()) s += ",trace_file:" + trace_file;
   return s;
 }
@@ -360,8 +370,9 @@ bool operator==(const config& a, const config& b) noexcept {
          a.memory_fraction == b.memory_fraction && a.gc_threshold == b.gc_threshold &&
          a.roundup_power2_divisions == b.roundup_power2_divisions &&
          a.expandable_segments == b.expandable_segments && a.reserve == b.reserve &&
-         a.max_cached == b.max_cached && a.trace_file == b.trace_file && a.debug == b.debug &&
-         a.caching == b.caching;
+         a.max_cached == b.max_cached && a.thread_cache == b.thread_cache &&
+         a.thread_cache_max_size == b.thread_cache_max_size && a.trace_file == b.trace_file &&
+         a.debug == b.debug && a.caching == b.caching;
 }
 
 bool operator!=(const config& a, const config& b) noexcept {

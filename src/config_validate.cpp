@@ -104,6 +104,9 @@ void validate_limits(const config& c) {
                      "reserve is carved into fixed segments, expandable segments map chunks on "
                      "demand; choose one");
   }
+  CACHALOT_EXPECTS(c.thread_cache <= 64, invalid_argument,
+                   "config key 'thread_cache': {} is out of range (0 to 64 blocks)",
+                   c.thread_cache);
   CACHALOT_EXPECTS(c.max_cached == SIZE_MAX || !c.expandable_segments || !c.caching,
                    invalid_argument,
                    "config keys 'max_cached' and 'expandable_segments' cannot be combined: the "

@@ -101,9 +101,11 @@ void engine::defer_free(block* b, std::vector<stream_t> used_on,
     {
       std::lock_guard<spinlock> lock(ss.lock);
       b->used_on = std::move(used_on);
+      b->has_uses.store(!b->used_on.empty());
       b->freeing = false;
     }
-    map_.insert(b->addr, b);  // the block stays allocated: nothing changed
+    map_.insert(b->addr, b);   // the block stays allocated: nothing changed
+    b->released.store(false);  // (after the insert: a free before it finds no block)
     throw;
   }
   trace_free(b);  // before the block is queued: once queued, a poller may hand it out

@@ -92,6 +92,11 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   max_cached_ = cfg_.max_cached;
   cap_idle_ = caching_ && max_cached_ != SIZE_MAX;
   free_hooks_ = tracer_ != nullptr || cap_idle_;
+  // (Tracing keeps lanes: a lane's put and take are traced under the lane lock.)
+  tc_on_ = caching_ && !debug_ && !cap_idle_ && cfg_.thread_cache != 0;
+  tc_capacity_ = static_cast<std::uint32_t>(cfg_.thread_cache);
+  // Lanes never hold oversize blocks (max_split_size is at least a small segment).
+  tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
   start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 
@@ -183,10 +188,17 @@ void engine::record_stream(void* ptr, stream_t stream) {
   }
   stream_state& ss = *b->owner;
   std::lock_guard<spinlock> lock(ss.lock);
-  if (b->addr != addr || b->state != block_state::allocated || b->freeing) {
+  if (b->addr != addr || b->state != block_state::allocated || b->freeing || b->released.load()) {
     CACHALOT_FAIL(invalid_pointer, "record_stream: {:#x} was freed concurrently", addr);
   }
   if (stream == ss.stream) return;
+  if (tc_on_) {  // a free racing this one either sees has_uses or is seen here (block.hpp)
+    b->has_uses.store(true);
+    if (b->released.load()) {
+      b->has_uses.store(!b->used_on.empty());
+      CACHALOT_FAIL(invalid_pointer, "record_stream: {:#x} was freed concurrently", addr);
+    }
+  }
   if (std::find(b->used_on.begin(), b->used_on.end(), stream) == b->used_on.end()) {
     b->used_on.push_back(stream);
   }
@@ -196,8 +208,14 @@ memory_stats engine::stats_of(const pool_record* only) const {
   memory_stats s;
   all_streams_lock all(*this);
   std::vector<const stream_state*> list;
+  std::vector<const stats_holder*> holders;  // the streams of `list` and their lanes
   for (const stream_state* ss : all.streams()) {
-    if (only == nullptr || ss->pool == only) list.push_back(ss);
+    if (only != nullptr && ss->pool != only) continue;
+    list.push_back(ss);
+    holders.push_back(ss);
+    if (ss->tcache) {
+      for (const tc_lane& l : ss->tcache->lanes) holders.push_back(&l);
+    }
   }
   std::vector<const stream_stats*> retired;  // counters of states that left their pools
   for (const auto& p : pools_) {  // pools_ changes only under stats_mutex_, which `all` holds
@@ -214,7 +232,7 @@ memory_stats engine::stats_of(const pool_record* only) const {
   groups[q_segments] = &s.segments;
   for (std::size_t q = 0; q < quantity_count; ++q) {
     stat* by_pool[pool_count + 1] = {&groups[q]->small, &groups[q]->large, &groups[q]->all};
-    for (const stream_state* ss : list) {
+    for (const stats_holder* ss : holders) {
       for (std::size_t p = 0; p < pool_count; ++p) {
         for (stat* st : {by_pool[p], by_pool[pool_count]}) {
           st->current += ss->stats.current(q, p);
@@ -245,9 +263,11 @@ memory_stats engine::stats_of(const pool_record* only) const {
     s.num_segment_allocs += r->num_segment_allocs;
     s.num_segment_frees += r->num_segment_frees;
   }
+  for (const stats_holder* h : holders) {
+    s.num_allocs += h->stats.num_allocs;
+    s.num_frees += h->stats.num_frees;
+  }
   for (const stream_state* ss : list) {
-    s.num_allocs += ss->stats.num_allocs;
-    s.num_frees += ss->stats.num_frees;
     s.num_oversize_allocs += ss->stats.num_oversize;
     s.num_deferred_frees += ss->stats.num_deferred;
     s.num_pending_blocks += ss->stats.num_pending;
@@ -266,6 +286,7 @@ memory_stats engine::stats_of(const pool_record* only) const {
       s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
     }
   }
+  if (tc_on_) tc_view(list, s);  // blocks in lanes: as free blocks (thread_cache.cpp)
   s.num_streams = list.size();
   s.num_cache_flushes = gstats_.num_flushes.load(std::memory_order_relaxed);
   s.num_device_syncs = gstats_.num_syncs.load(std::memory_order_relaxed);
@@ -308,6 +329,21 @@ memory_snapshot engine::snapshot() const {
           info.blocks.back().size += b->size;
           continue;
         }
+        // A block in a thread-cache lane is free, and shows merged with free neighbours, as
+        // a drain would leave it (stats() counts it so too: tc_view).
+        if (b->in_lane.load(std::memory_order_relaxed)) {
+          if (!info.blocks.empty() && info.blocks.back().state == block_state::free) {
+            info.blocks.back().size += b->size;
+          } else {
+            info.blocks.push_back(block_info{b->addr, b->size, 0, block_state::free});
+          }
+          continue;
+        }
+        if (b->state == block_state::free && !info.blocks.empty() &&
+            info.blocks.back().state == block_state::free) {
+          info.blocks.back().size += b->size;  // (after a block in a lane)
+          continue;
+        }
         info.blocks.push_back(block_info{b->addr, b->size, b->requested, b->state});
       }
       snap.segments.push_back(std::move(info));
@@ -323,13 +359,17 @@ std::size_t engine::allocation_size(const void* ptr) const {
   block* b = ptr == nullptr ? nullptr : map_.find(addr);
   if (b != nullptr) {
     std::lock_guard<spinlock> lock(b->owner->lock);
-    if (b->addr == addr && b->state == block_state::allocated && !b->freeing) return b->size;
+    if (b->addr == addr && b->state == block_state::allocated && !b->freeing &&
+        !b->released.load(std::memory_order_relaxed)) {
+      return b->size;
+    }
   }
   CACHALOT_FAIL(invalid_pointer, "allocation_size: {}", describe(addr));
 }
 
 bool engine::owns(const void* ptr) const noexcept {
-  return ptr != nullptr && map_.find(reinterpret_cast<std::uintptr_t>(ptr)) != nullptr;
+  const block* b = ptr == nullptr ? nullptr : map_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return b != nullptr && !b->released.load(std::memory_order_relaxed);  // (not in a lane)
 }
 
 std::string engine::describe(std::uintptr_t addr) const {
@@ -340,10 +380,11 @@ std::string engine::describe(std::uintptr_t addr) const {
       if (addr < seg->base || addr >= seg->end()) continue;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         if (addr < b->addr || addr >= b->addr + b->size) continue;
-        const char* state = b->state == block_state::free       ? "free (already freed?)"
-                            : b->state == block_state::pending  ? "pending (already freed)"
-                            : b->state == block_state::unmapped ? "unmapped (a hole)"
-                                                                : "allocated";
+        const bool cached = b->in_lane.load(std::memory_order_relaxed);  // in a lane: free
+        const char* state = b->state == block_state::free || cached ? "free (already freed?)"
+                            : b->state == block_state::pending      ? "pending (already freed)"
+                            : b->state == block_state::unmapped     ? "unmapped (a hole)"
+                                                                    : "allocated";
         if (addr == b->addr) {
           return fmt::format("{:#x} is not a live allocation: its block of {} B on stream {} is {}",
                              addr, b->size, fmt::ptr(ss->stream), state);

@@ -116,9 +116,10 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
       if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
     }
   }
-  // 2. A new segment. Near the limit, cached segments nothing fits in are returned first
-  // (largest first, only as many as needed), so that reserved memory stays close to what is in
-  // use.
+  // 1b. Blocks in this stream's thread-cache lanes may fit (thread_cache.cpp).
+  if (ss.tcache) {
+    if (block* b = tc_flush_and_take(ss, pool, rounded, requested)) return b;
+  }
   // 2. A new segment (or chunks). Near the limit, cached memory nothing fits in is returned
   // first (released and lower-priority pools first, largest first, only as much as needed), so
   // that reserved memory stays close to what is in use.
@@ -280,8 +281,10 @@ void engine::release_or_keep(stream_state& ss, segment* seg) noexcept {
 
 std::size_t engine::release_cached(std::size_t target_reserved, bool largest_first) {
   // Candidates: fixed segments with no live block, and the whole chunks of free blocks of
-  // expandable segments (of streams not being captured).
+  // expandable segments (of streams not being captured). Thread caches give their blocks back
+  // first, so that their segments can be wholly free.
   std::lock_guard<std::mutex> release_lock(release_mutex_);
+  tc_flush();
   std::vector<release_candidate> candidates;
   for (stream_state* ss : states()) {
     const bool vm = expandable_ && vm_allowed(ss->stream);

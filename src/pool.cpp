@@ -167,6 +167,7 @@ stream_state& engine::state_of(pool_record& pool, stream_t stream) {
     } else {
       slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks);
     }
+    tc_attach(*slot, pool);  // (a parked state comes from a retired pool: it has no lanes)
     state_list_.push_back(slot.get());
   }
   return *slot;
@@ -191,7 +192,8 @@ pool_id engine::pool_of(const void* ptr) const {
   block* b = ptr == nullptr ? nullptr : map_.find(addr);
   if (b != nullptr) {
     std::lock_guard<spinlock> lock(b->owner->lock);
-    if (b->addr == addr && b->state == block_state::allocated && !b->freeing) {
+    if (b->addr == addr && b->state == block_state::allocated && !b->freeing &&
+        !b->released.load(std::memory_order_relaxed)) {
       return b->owner->pool->id;
     }
   }

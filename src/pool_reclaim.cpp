@@ -186,6 +186,7 @@ std::size_t engine::release_free_segments(const std::vector<pool_record*>& from,
                                           std::size_t want) {
   if (from.empty()) return 0;
   std::lock_guard<std::mutex> release_lock(release_mutex_);
+  tc_flush();  // blocks in thread caches keep their segments live
   struct candidate {
     release_candidate c;  // a fixed segment with no live block, or a span of free chunks
     std::size_t rank;     // position of its pool in `from`

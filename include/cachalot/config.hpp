@@ -112,6 +112,15 @@ struct config {
   /// device, largest first. SIZE_MAX ("none", the default): no cap; 0: keep no idle segment.
   std::size_t max_cached = SIZE_MAX;
 
+  /// key `thread_cache`: blocks each thread may keep aside per stream after freeing them, so
+  /// that threads sharing a stream reuse their own blocks without a shared lock (0 to 64; 0:
+  /// off). Such blocks are free in the stats; stats, snapshots, empty_cache, trim, growth and
+  /// the out-of-memory path take them back. Ignored in checked and pass-through modes and with
+  /// max_cached; memory pools other than the default do not use it.
+  std::uint32_t thread_cache = 16;
+  /// key `thread_cache_max_size`: largest block the thread cache keeps (a size with a unit).
+  std::size_t thread_cache_max_size = std::size_t{1} << 20;
+
   /// key `trace_file`: write every allocate and free to this CSV (RMM log format); empty: off.
   /// `%d` in the path is replaced by the device ordinal (one file per device, e.g. for the
   /// process-wide default allocators), `%%` by a percent sign; no other `%` is allowed.

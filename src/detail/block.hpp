@@ -7,6 +7,7 @@
 // whole life.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,8 +21,29 @@ namespace cachalot::detail {
 struct stream_state;
 struct segment;
 
-/// One block of a segment.
-struct block {
+/// A std::atomic<bool> that copies by value, so that block nodes stay copyable (tests and
+/// containers copy them; the engine never copies a node in use).
+class copyable_flag {
+ public:
+  copyable_flag() = default;
+  copyable_flag(const copyable_flag& o) noexcept : v_(o.load(std::memory_order_relaxed)) {}
+  copyable_flag& operator=(const copyable_flag& o) noexcept {
+    store(o.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  bool load(std::memory_order m = std::memory_order_seq_cst) const noexcept { return v_.load(m); }
+  void store(bool x, std::memory_order m = std::memory_order_seq_cst) noexcept { v_.store(x, m); }
+  bool exchange(bool x, std::memory_order m = std::memory_order_seq_cst) noexcept {
+    return v_.exchange(x, m);
+  }
+
+ private:
+  std::atomic<bool> v_{false};
+};
+
+/// One block of a segment. Cache-line aligned: threads that share a stream write their own
+/// blocks' nodes on the hot path (`released`, `requested`), which must not share lines.
+struct alignas(128) block {
   std::uintptr_t addr = 0;        ///< first byte
   std::size_t size = 0;           ///< bytes (a multiple of the granularity)
   std::size_t requested = 0;      ///< bytes the caller asked for (allocated or pending)
@@ -41,6 +63,20 @@ struct block {
   /// as freed. Guarded by the owner's lock.
   bool freeing = false;
   std::vector<stream_t> used_on;  ///< other streams recorded through record_stream
+  /// With a thread cache (detail/thread_cache.hpp): set by the free that wins this block (the
+  /// one arbitration point between frees racing on one pointer), cleared when it is handed out.
+  /// A block in the pointer map with `released` set lies in a thread-cache lane.
+  copyable_flag released;
+  /// With a thread cache: !used_on.empty(), readable without the stream lock (a free decides
+  /// from it whether the block may enter a lane; record_stream sets it before checking
+  /// `released`, the free sets `released` before reading it, so one of them sees the other).
+  copyable_flag has_uses;
+  /// With a thread cache: a lane may take this block when it is freed (default pool, at most
+  /// thread_cache_max_size). Set when the block is handed out from its stream.
+  copyable_flag cacheable;
+  /// In a thread-cache lane now (written under the lane's lock; read by stats and snapshots,
+  /// which hold every lane lock, and by error messages).
+  copyable_flag in_lane;
 
   /// True if this block covers its whole (fixed) segment.
   bool whole() const noexcept { return prev == nullptr && next == nullptr; }
@@ -70,6 +106,10 @@ class block_pool {
     b->oversize = false;
     b->busy = false;
     b->freeing = false;
+    b->released.store(false, std::memory_order_relaxed);
+    b->has_uses.store(false, std::memory_order_relaxed);
+    b->cacheable.store(false, std::memory_order_relaxed);
+    b->in_lane.store(false, std::memory_order_relaxed);
     return b;  // used_on was cleared by release()
   }
   /// Returns a node to the pool. Its segment is cleared, so that a cold path holding a stale

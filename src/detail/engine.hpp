@@ -6,9 +6,12 @@
 // tracker counts everything. Routes (pool.cpp) decide which pool's state of a stream an
 // allocation uses; the thread-local cache below remembers the answer until routes change.
 //
-// Hot path (inline below): allocate = thread-local stream lookup, one stream lock, an O(1)
-// index lookup, maybe a split, a stats update, a map insert. deallocate = a map erase, one
-// stream lock, coalescing, a stats update. Neither calls the backend.
+// Hot path (inline below): allocate = thread-local stream lookup, then a hit in the thread's
+// lane of the stream's thread cache (detail/thread_cache.hpp: one uncontended lock, no map
+// write), else one stream lock, an O(1) index lookup, maybe a split, a stats update, a map
+// insert. deallocate = a lock-free map lookup and the block's `released` flag, then the
+// thread's lane, else a map erase, one stream lock, coalescing, a stats update. Neither calls
+// the backend.
 // Cold paths (engine_slow.cpp): growth, pending events, out-of-memory release-and-retry, cache
 // release, error formatting, snapshots.
 // Checked mode (config debug:1, checked.cpp): every free is validated before anything changes
@@ -23,7 +26,9 @@
 // pools and routes), stream spinlocks, then leaves (pointer-map shards, events_mutex_,
 // budget_mutex_). A thread holds one stream lock on the hot path; only all_streams_lock (stats
 // and snapshot reads, a new segment, a change that crosses a stats ceiling) holds every stream
-// lock, in registry order, under stats_mutex_. pending_mutex_ is never held with a stream lock.
+// lock (and each one's thread-cache lanes after it), in registry order, under stats_mutex_;
+// a hot path that takes a lane holds no other engine lock. pending_mutex_ is never held with
+// a stream lock.
 #pragma once
 
 #include <array>
@@ -44,12 +49,11 @@
 #include "cachalot/config.hpp"
 #include "cachalot/stats.hpp"
 #include "detail/block.hpp"
+#include "detail/capture.hpp"
 #include "detail/expandable.hpp"
 #include "detail/pointer_map.hpp"
-#include "detail/reserve_arena.hpp"
-#include "detail/capture.hpp"
-#include "detail/pointer_map.hpp"
 #include "detail/pool.hpp"
+#include "detail/reserve_arena.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_state.hpp"
 #include "detail/trace_writer.hpp"
@@ -105,6 +109,13 @@ class engine {
   void* allocate_on(stream_state& ss, std::size_t bytes, stream_t stream) {
     const std::size_t rounded = round_up(bytes);
     const pool_kind pool = rounded <= small_size_ ? pool_kind::small : pool_kind::large;
+    if (thread_cache* tc = ss.tcache.get(); tc != nullptr && rounded <= tc_max_) {
+      if (block* b = tc_take(ss, tc->mine(), pool, rounded, bytes)) [[likely]] {
+        if (alloc_hooks_) [[unlikely]]
+          after_allocate(b, bytes, stream);       // (tracing: the block is this thread's already)
+        return reinterpret_cast<void*>(b->addr);  // it stayed in the map
+      }
+    }
     block* b = nullptr;
     bool over_ceiling = false;
     {
@@ -188,9 +199,28 @@ class engine {
   /// (another stream involved, tracing, a stats ceiling crossed) claims the block under the
   /// stream lock and continues out of line, so that a racing record_stream fails cleanly.
   void free_cached(void* ptr, stream_t stream, bool on_stream) {
-    block* b = map_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    if (tc_on_) {
+      // A block a lane may take: its `released` flag decides between racing frees (it stays in
+      // the map while in a lane). Any other block: the map erase decides, as without lanes.
+      block* b = map_.find(addr);
+      if (b != nullptr && b->cacheable.load(std::memory_order_relaxed)) [[likely]] {
+        if (b->released.exchange(true)) [[unlikely]]
+          fail_invalid_free(ptr);
+        if (tc_put(b, stream, on_stream)) [[likely]]
+          return;
+        map_.erase(addr);
+        return free_listed(b, stream, on_stream);
+      }
+    }
+    block* b = map_.erase(addr);
     if (b == nullptr) [[unlikely]]
       fail_invalid_free(ptr);
+    free_listed(b, stream, on_stream);
+  }
+
+  /// free_cached for a block taken out of the pointer map.
+  void free_listed(block* b, stream_t stream, bool on_stream) {
     stream_state& ss = *b->owner;
     {
       std::lock_guard<spinlock> lock(ss.lock);
@@ -201,6 +231,14 @@ class engine {
     }
     free_claimed(b, on_stream ? stream : ss.stream);
   }
+
+  // --- thread cache: inline in detail/engine_lanes.hpp, cold parts in thread_cache.cpp ---
+  /// A block of lane `l` (of `ss`) for `rounded` bytes, or nullptr.
+  block* tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std::size_t rounded,
+                 std::size_t requested);
+  /// Caches `b` (won by this free) in the calling thread's lane if it may; false: free it the
+  /// ordinary way.
+  bool tc_put(block* b, stream_t stream, bool on_stream);
 
   std::size_t round_up(std::size_t bytes) const noexcept {
     if (rounding_) [[unlikely]]
@@ -267,6 +305,9 @@ class engine {
     if (split_it) split(ss, b, rounded);
     b->state = block_state::allocated;
     b->requested = requested;
+    b->released.store(false, std::memory_order_relaxed);
+    b->has_uses.store(false, std::memory_order_relaxed);
+    b->cacheable.store(ss.tcache != nullptr && b->size <= tc_max_, std::memory_order_relaxed);
     ++ss.stats.num_allocs;
     if (b->size >= max_split_size_) [[unlikely]]
       ++ss.stats.num_oversize;
@@ -293,9 +334,12 @@ class engine {
   }
 
   bool should_split(const block* b, std::size_t rounded) const noexcept {
-    const std::size_t remaining = b->size - rounded;
-    if (b->seg->pool == pool_kind::small) return remaining >= small_split_remainder_;
-    return b->size < max_split_size_ && remaining > large_split_remainder_;
+    return should_split_size(b->seg->pool, b->size, rounded);
+  }
+  bool should_split_size(pool_kind pool, std::size_t size, std::size_t rounded) const noexcept {
+    const std::size_t remaining = size - rounded;
+    if (pool == pool_kind::small) return remaining >= small_split_remainder_;
+    return size < max_split_size_ && remaining > large_split_remainder_;
   }
 
   void split(stream_state& ss, block* b, std::size_t rounded) {
@@ -351,31 +395,22 @@ class engine {
     insert_free(ss, b);
   }
 
-  /// Holds the stats mutex and every stream lock (in registry order); on release, raises the
-  /// peaks and shares out new stats ceilings. Lock order: release_mutex_, stats_mutex_,
-  /// registry_mutex_ (shared), stream locks.
-  class all_streams_lock {
-   public:
-    explicit all_streams_lock(const engine& e, const stream_state* trigger = nullptr,
-                              bool reset_peaks = false)
-        : e_(e), guard_(e.stats_mutex_), list_(e.states()), trigger_(trigger), reset_(reset_peaks) {
-      for (stream_state* ss : list_) ss->lock.lock();
-    }
-    ~all_streams_lock() {
-      e_.gstats_.rebalance(list_, trigger_, reset_);
-      for (auto it = list_.rbegin(); it != list_.rend(); ++it) (*it)->lock.unlock();
-    }
-    all_streams_lock(const all_streams_lock&) = delete;
-    all_streams_lock& operator=(const all_streams_lock&) = delete;
-    const std::vector<stream_state*>& streams() const noexcept { return list_; }
+  /// Holds the stats mutex and every stream lock (detail/all_streams_lock.hpp).
+  class all_streams_lock;
 
-   private:
-    const engine& e_;
-    std::lock_guard<std::mutex> guard_;
-    std::vector<stream_state*> list_;
-    const stream_state* trigger_;
-    bool reset_;
-  };
+  // --- thread cache, cold parts (thread_cache.cpp) ---
+  [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
+                                          std::size_t requested);
+  [[gnu::noinline]] bool tc_put_forced(tc_lane& l, block* b);
+  [[gnu::noinline]] void tc_release(block* b);
+  [[gnu::noinline]] bool tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_t size,
+                                   std::size_t requested, bool alloc);
+  bool tc_flush_locked(const all_streams_lock& all, const stream_state* only);
+  void tc_flush();
+  block* tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,
+                           std::size_t requested);
+  void tc_attach(stream_state& ss, pool_record& pool);
+  void tc_view(const std::vector<const stream_state*>& list, memory_stats& s) const;
 
   // --- cold paths (engine_slow.cpp) ---
   [[gnu::noinline]] stream_state& state_for_slow(stream_t stream);
@@ -510,11 +545,14 @@ class engine {
   // host-accessible memory). Each hot path pays one branch on one of the two flags below.
   bool debug_;
   bool poison_;
-  bool slow_free_;    ///< !caching_ || debug_: frees go through deallocate_slow
-  bool alloc_hooks_;  ///< tracer_ || poison_: allocations go through after_allocate
-  bool free_hooks_;   ///< tracer_ || cap_idle_: every free goes through free_claimed
-  bool rounding_;     ///< roundup_power2_divisions set: round_up calls round_divisions
-  bool cap_idle_;     ///< max_cached set (with caching): frees check the idle bytes
+  bool slow_free_;                 ///< !caching_ || debug_: frees go through deallocate_slow
+  bool alloc_hooks_;               ///< tracer_ || poison_: allocations go through after_allocate
+  bool free_hooks_;                ///< tracer_ || cap_idle_: every free goes through free_claimed
+  bool rounding_;                  ///< roundup_power2_divisions set: round_up calls round_divisions
+  bool cap_idle_;                  ///< max_cached set (with caching): frees check the idle bytes
+  bool tc_on_;                     ///< thread caches (config thread_cache, none of the modes above)
+  std::uint32_t tc_capacity_ = 0;  ///< blocks per lane (config thread_cache)
+  std::size_t tc_max_ = 0;         ///< largest block a lane takes (config thread_cache_max_size)
   std::size_t max_cached_;
   std::unique_ptr<reserve_arena> arena_;  ///< the reserve, when configured
 
@@ -563,3 +601,6 @@ class engine {
 };
 
 }  // namespace cachalot::detail
+
+#include "detail/all_streams_lock.hpp"
+#include "detail/engine_lanes.hpp"

@@ -61,11 +61,9 @@ class stream_stats {
     const std::size_t p = static_cast<std::size_t>(pool);
     const std::uint64_t up_inactive = whole > size ? whole - size : 0;
     const std::uint64_t down_inactive = size > whole ? size - whole : 0;
-    if (checked && (current(q_allocated, p) + size > ceiling_[q_allocated][p] ||
-                    current(q_requested, p) + requested > ceiling_[q_requested][p] ||
-                    current(q_active, p) + size > ceiling_[q_active][p] ||
-                    current(q_allocations, p) + 1 > ceiling_[q_allocations][p] ||
-                    current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p])) {
+    if (checked && (crosses(q_allocated, p, size) || crosses(q_requested, p, requested) ||
+                    crosses(q_active, p, size) || crosses(q_allocations, p, 1) ||
+                    crosses(q_inactive, p, up_inactive))) {
       return false;
     }
     inc_[q_allocated][p] += size;
@@ -85,7 +83,7 @@ class stream_stats {
     const std::size_t p = static_cast<std::size_t>(pool);
     const std::uint64_t up_inactive = size > whole ? size - whole : 0;
     const std::uint64_t down_inactive = whole > size ? whole - size : 0;
-    if (checked && current(q_inactive, p) + up_inactive > ceiling_[q_inactive][p]) return false;
+    if (checked && crosses(q_inactive, p, up_inactive)) return false;
     dec_[q_allocated][p] += size;
     dec_[q_requested][p] += requested;
     dec_[q_active][p] += size;
@@ -127,6 +125,18 @@ class stream_stats {
     whole_free_[p] -= static_cast<std::uint64_t>(delta.whole_free);
   }
 
+  /// Takes back a try_free(pool, size, requested, 0) exactly, cumulative totals and the free
+  /// count included: a block a thread cache held goes back to its stream, which frees it.
+  void cancel_cached_free(pool_kind pool, std::uint64_t size, std::uint64_t requested) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    dec_[q_allocated][p] -= size;
+    dec_[q_requested][p] -= requested;
+    dec_[q_active][p] -= size;
+    dec_[q_allocations][p] -= 1;
+    inc_[q_inactive][p] -= size;
+    --num_frees;
+  }
+
   /// Adds the cumulative totals and counters of `o`, whose current values are all zero (the
   /// counters of a stream state leaving its pool), to this one's.
   void absorb(const stream_stats& o) noexcept {
@@ -145,8 +155,46 @@ class stream_stats {
     num_segment_frees += o.num_segment_frees;
   }
 
+  /// Current value (inc - dec). A thread-cache holder's may be negative (it frees what its
+  /// stream allocated): values are two's complement, compared as signed (crosses, signed_max).
   std::uint64_t current(std::size_t q, std::size_t p) const noexcept {
     return inc_[q][p] - dec_[q][p];
+  }
+  /// By how much current + `add` exceeds the ceiling (0 if it does not).
+  std::uint64_t deficit(std::size_t q, std::size_t p, std::uint64_t add) const noexcept {
+    const auto over = static_cast<std::int64_t>(current(q, p) + add - ceiling_[q][p]);
+    return over > 0 ? static_cast<std::uint64_t>(over) : 0;
+  }
+  /// Moves up to `want` bytes of ceiling room (never below current) from this holder to `to`,
+  /// a holder of the same memory pool, both locked: the sum of ceilings, the invariant, stays.
+  /// Returns the room moved.
+  std::uint64_t give(std::size_t q, std::size_t p, std::uint64_t want, stream_stats& to) noexcept {
+    const auto slack = static_cast<std::int64_t>(ceiling_[q][p] - current(q, p));
+    if (slack <= 0) return 0;
+    const std::uint64_t moved = std::min<std::uint64_t>(want, static_cast<std::uint64_t>(slack));
+    ceiling_[q][p] -= moved;
+    to.ceiling_[q][p] += moved;
+    return moved;
+  }
+  /// True if every current value is zero.
+  bool at_zero() const noexcept {
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        if (inc_[q][p] != dec_[q][p]) return false;
+      }
+    }
+    return true;
+  }
+  /// Sets every ceiling to zero (only at zero, under the stats mutex: the sums only drop).
+  void clear_ceilings() noexcept {
+    for (auto& row : ceiling_) {
+      for (std::uint64_t& c : row) c = 0;
+    }
+  }
+  /// True if current + `add` exceeds the ceiling (signed comparison).
+  bool crosses(std::size_t q, std::size_t p, std::uint64_t add) const noexcept {
+    return static_cast<std::int64_t>(current(q, p) + add) >
+           static_cast<std::int64_t>(ceiling_[q][p]);
   }
   std::uint64_t increases(std::size_t q, std::size_t p) const noexcept { return inc_[q][p]; }
   /// Bytes of this stream's wholly free (idle) segments in pool `p`.
@@ -172,12 +220,25 @@ class stream_stats {
   std::uint64_t whole_free_[pool_count] = {};
 };
 
+/// The larger of two two's-complement values (a holder's current value or ceiling).
+inline std::uint64_t signed_max(std::uint64_t a, std::uint64_t b) noexcept {
+  return static_cast<std::int64_t>(a) >= static_cast<std::int64_t>(b) ? a : b;
+}
+
 /// The peaks of one memory pool (detail/pool.hpp), and scratch sums for a rebalance. Read and
 /// written only under the engine's stats mutex.
 struct pool_peaks {
   std::uint64_t peak[quantity_count][pool_count + 1] = {};  ///< by quantity and size class
   std::uint64_t total[pool_count + 1] = {};                 ///< scratch: sum of current values
   std::uint64_t sum[pool_count + 1] = {};                   ///< scratch: sum of ceilings
+};
+
+/// What counts stats against ceilings (global_stats::rebalance): a stream state, or one slot
+/// of its thread cache (detail/thread_cache.hpp). Guarded by the owner's lock.
+struct stats_holder {
+  explicit stats_holder(pool_peaks* pp) noexcept : peaks(pp) {}
+  pool_peaks* peaks;   ///< the peaks of the holder's memory pool
+  stream_stats stats;  ///< counters and ceilings
 };
 
 /// The engine-wide part: peaks, event counters, and the reserved bytes the memory limit is
@@ -226,7 +287,7 @@ class global_stats {
         auto& st = ss->stats;
         for (std::size_t p = 0; p < pool_count; ++p) {
           const std::uint64_t c = st.current(q, p);
-          const std::uint64_t want = reset ? c : std::max(c, st.ceiling(q, p));
+          const std::uint64_t want = reset ? c : signed_max(c, st.ceiling(q, p));
           st.set_ceiling(q, p, want);
           for (std::uint64_t* t : {&sum[p], &sum[all], &ss->peaks->sum[p], &ss->peaks->sum[all]}) {
             *t += want;

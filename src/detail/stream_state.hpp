@@ -7,37 +7,41 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "detail/free_index.hpp"
 #include "detail/segment.hpp"
 #include "detail/spinlock.hpp"
 #include "detail/stats_tracker.hpp"
+#include "detail/thread_cache.hpp"
 
 namespace cachalot::detail {
 
 /// Per-stream allocator state. Every member is guarded by `lock`.
 struct pool_record;
 
-struct stream_state {
+struct stream_state : stats_holder {
   /// Free indexes: two bands per pool (engine::band_of), so that small requests and larger ones
   /// can be kept in different segments.
   static constexpr std::size_t band_count = 2 * pool_count;
 
-  stream_state(stream_t s, pool_record* p, pool_peaks* pp) : pool(p), peaks(pp), stream(s) {}
+  stream_state(stream_t s, pool_record* p, pool_peaks* pp) : stats_holder(pp), pool(p), stream(s) {}
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
-  /// The memory pool and its peaks (changed only with the registry locked exclusively and the
-  /// state empty; read under the registry lock, the stream lock or the stats mutex).
+  /// The memory pool and (stats_holder::peaks) its peaks (changed only with the registry
+  /// locked exclusively and the state empty; read under the registry lock, the stream lock or
+  /// the stats mutex). `stats` (stats_holder): counters and stats ceilings of this stream.
   pool_record* pool;
-  pool_peaks* peaks;
   spinlock lock;                 ///< guards everything below
   const stream_t stream;         ///< the stream
   free_index index[band_count];  ///< free blocks below max_split_size, per band
   free_index oversize;           ///< free blocks >= max_split_size (never split)
   segment* segments = nullptr;   ///< intrusive list of this stream's segments
   block_pool nodes;              ///< recycled block nodes
-  stream_stats stats;            ///< counters and stats ceilings of this stream
+  /// Thread cache (detail/thread_cache.hpp): default-pool states only, when configured. Set
+  /// before the state is published (registry_mutex_ exclusive); its lanes have their own locks.
+  std::unique_ptr<thread_cache> tcache;
 
   /// Links a new segment into the list.
   void link(segment* s) noexcept {

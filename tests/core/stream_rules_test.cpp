@@ -109,13 +109,36 @@ TEST_F(stream_rules, FailedEventQueryLosesNothing) {
 }
 
 TEST_F(stream_rules, ThreadsMayShareAStreamOrUseTheirOwn) {
+  // Default (thread cache on): the block waits in the freeing thread's lane of stream 7, so
+  // that thread gets it back first; another thread gets another block of the stream.
   void* p = nullptr;
   std::thread t([&] { p = a_->allocate(4 * KiB, s(7)); });
   t.join();
-  a_->deallocate(p);  // freed by another thread: back to stream 7's cache
-  std::thread u([&] { EXPECT_EQ(a_->allocate(4 * KiB, s(7)), p); });
+  a_->deallocate(p);  // freed by this thread: into its lane of stream 7
+  EXPECT_EQ(a_->stats().allocated_bytes.all.current, 0u);  // (stats() drains the lanes)
+  a_->deallocate(a_->allocate(4 * KiB, s(7)));             // into this thread's lane again
+  void* q = nullptr;
+  std::thread u([&] { q = a_->allocate(4 * KiB, s(7)); });
   u.join();
-  a_->deallocate(p);
+  void* r = a_->allocate(4 * KiB, s(7));
+  // p came back from this thread's lane, unless u shares that lane (slots are handed out
+  // round-robin), in which case u got it.
+  EXPECT_TRUE(r == p || q == p);
+  EXPECT_NE(q, r);
+  a_->deallocate(r);
+  a_->deallocate(q);
+}
+
+TEST(stream_rules_threads, WithoutAThreadCacheAnyThreadReusesTheBestFit) {
+  allocator a(config::parse("backend:simulated,capacity:1GiB,thread_cache:0"));
+  void* p = nullptr;
+  std::thread t([&] { p = a.allocate(4 * KiB, s(7)); });
+  t.join();
+  a.deallocate(p);  // freed by another thread: back to stream 7's free blocks
+  std::thread u([&] { EXPECT_EQ(a.allocate(4 * KiB, s(7)), p); });
+  u.join();
+  a.deallocate(p);
+  expect_stats_match_snapshot(a);
 }
 
 TEST(stream_rules_lifetime, ANewAllocatorNeverSeesAnOldOnesStreamCache) {
