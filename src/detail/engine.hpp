@@ -6,12 +6,12 @@
 // tracker counts everything. Routes (pool.cpp) decide which pool's state of a stream an
 // allocation uses; the thread-local cache below remembers the answer until routes change.
 //
-// Hot path (inline below): allocate = thread-local stream lookup, then a hit in the thread's
-// lane of the stream's thread cache (detail/thread_cache.hpp: one uncontended lock, no map
-// write), else one stream lock, an O(1) index lookup, maybe a split, a stats update, a map
-// insert. deallocate = a lock-free map lookup and the block's `released` flag, then the
-// thread's lane, else a map erase, one stream lock, coalescing, a stats update. Neither calls
-// the backend.
+// Hot path (inline, in engine_hot.hpp, engine_blocks.hpp and engine_lanes.hpp): allocate =
+// thread-local stream lookup, then a hit in the thread's lane of the stream's thread cache
+// (detail/thread_cache.hpp: one uncontended lock, no map write), else one stream lock, an O(1)
+// index lookup, maybe a split, a stats update, a map insert. deallocate = a lock-free map
+// lookup and the block's `released` flag, then the thread's lane, else a map erase, one stream
+// lock, coalescing, a stats update. Neither calls the backend.
 // Cold paths (engine_slow.cpp): growth, pending events, out-of-memory release-and-retry, cache
 // release, error formatting, snapshots.
 // Checked mode (config debug:1, checked.cpp): every free is validated before anything changes
@@ -106,30 +106,7 @@ class engine {
   }
 
   /// Allocates `bytes` (0 < bytes <= max_request_) from `ss`, the state of `stream`.
-  void* allocate_on(stream_state& ss, std::size_t bytes, stream_t stream) {
-    const std::size_t rounded = round_up(bytes);
-    const pool_kind pool = rounded <= small_size_ ? pool_kind::small : pool_kind::large;
-    if (thread_cache* tc = ss.tcache.get(); tc != nullptr && rounded <= tc_max_) {
-      if (block* b = tc_take(ss, tc->mine(), pool, rounded, bytes)) [[likely]] {
-        if (alloc_hooks_) [[unlikely]]
-          after_allocate(b, bytes, stream);       // (tracing: the block is this thread's already)
-        return reinterpret_cast<void*>(b->addr);  // it stayed in the map
-      }
-    }
-    block* b = nullptr;
-    bool over_ceiling = false;
-    {
-      std::lock_guard<spinlock> lock(ss.lock);
-      b = take_cached(ss, pool, rounded, bytes, false, &over_ceiling);
-    }
-    if (b == nullptr) [[unlikely]]
-      b = allocate_slow(ss, pool, rounded, bytes, over_ceiling);
-    map_.insert(b->addr, b);
-    void* ptr = reinterpret_cast<void*>(b->addr);
-    if (alloc_hooks_) [[unlikely]]
-      after_allocate(b, bytes, stream);
-    return ptr;
-  }
+  void* allocate_on(stream_state& ss, std::size_t bytes, stream_t stream);
 
   /// See allocator::deallocate. `on_stream`: `stream` names where the block was last used.
   void deallocate(void* ptr, stream_t stream, bool on_stream) {
@@ -198,39 +175,10 @@ class engine {
   /// used on other streams, after events recorded there complete. Anything but the plain case
   /// (another stream involved, tracing, a stats ceiling crossed) claims the block under the
   /// stream lock and continues out of line, so that a racing record_stream fails cleanly.
-  void free_cached(void* ptr, stream_t stream, bool on_stream) {
-    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-    if (tc_on_) {
-      // A block a lane may take: its `released` flag decides between racing frees (it stays in
-      // the map while in a lane). Any other block: the map erase decides, as without lanes.
-      block* b = map_.find(addr);
-      if (b != nullptr && b->cacheable.load(std::memory_order_relaxed)) [[likely]] {
-        if (b->released.exchange(true)) [[unlikely]]
-          fail_invalid_free(ptr);
-        if (tc_put(b, stream, on_stream)) [[likely]]
-          return;
-        map_.erase(addr);
-        return free_listed(b, stream, on_stream);
-      }
-    }
-    block* b = map_.erase(addr);
-    if (b == nullptr) [[unlikely]]
-      fail_invalid_free(ptr);
-    free_listed(b, stream, on_stream);
-  }
+  void free_cached(void* ptr, stream_t stream, bool on_stream);
 
   /// free_cached for a block taken out of the pointer map.
-  void free_listed(block* b, stream_t stream, bool on_stream) {
-    stream_state& ss = *b->owner;
-    {
-      std::lock_guard<spinlock> lock(ss.lock);
-      const bool plain = !free_hooks_ && (!on_stream || stream == ss.stream) && b->used_on.empty();
-      if (plain && free_block(ss, b, false)) [[likely]]
-        return;
-      b->freeing = true;
-    }
-    free_claimed(b, on_stream ? stream : ss.stream);
-  }
+  void free_listed(block* b, stream_t stream, bool on_stream);
 
   // --- thread cache: inline in detail/engine_lanes.hpp, cold parts in thread_cache.cpp ---
   /// A block of lane `l` (of `ss`) for `rounded` bytes, or nullptr.
@@ -278,122 +226,25 @@ class engine {
   /// or (`*over_ceiling` set) taking it would cross a stats ceiling and must be redone with
   /// every stream locked. `forced` (every stream locked) applies the stats unconditionally.
   block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
-                     bool forced, bool* over_ceiling) {
-    if (!caching_) [[unlikely]]
-      return nullptr;
-    const bool oversize = rounded >= max_split_size_;
-    block* b =
-        oversize ? find_oversize(ss, rounded) : ss.index[band_of(pool, rounded)].find(rounded);
-    if (b == nullptr) return nullptr;
-    return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
-  }
-
+                     bool forced, bool* over_ceiling);
   /// Under ss.lock: hands out free block `b` (still in the free structures) for `rounded`
   /// bytes, splitting off the remainder when worth keeping; see take_cached for the rest.
   block* claim(stream_state& ss, block* b, pool_kind pool, std::size_t rounded,
-               std::size_t requested, bool forced, bool* over_ceiling) {
-    const bool split_it = should_split(b, rounded);
-    const std::size_t size = split_it ? rounded : b->size;
-    segment* seg = b->seg;
-    const std::size_t whole = seg->live == 0 ? seg->size : 0;
-    if (!ss.stats.try_alloc(pool, size, requested, whole, !forced)) [[unlikely]] {
-      *over_ceiling = true;
-      return nullptr;
-    }
-    ++seg->live;
-    remove_free(ss, b);
-    if (split_it) split(ss, b, rounded);
-    b->state = block_state::allocated;
-    b->requested = requested;
-    b->released.store(false, std::memory_order_relaxed);
-    b->has_uses.store(false, std::memory_order_relaxed);
-    b->cacheable.store(ss.tcache != nullptr && b->size <= tc_max_, std::memory_order_relaxed);
-    ++ss.stats.num_allocs;
-    if (b->size >= max_split_size_) [[unlikely]]
-      ++ss.stats.num_oversize;
-    return b;
-  }
-
+               std::size_t requested, bool forced, bool* over_ceiling);
   /// Reserved bytes of the segment if freeing `b` (allocated or pending) leaves it with no
   /// live block, else 0.
-  static std::size_t whole_after_free(const block* b) noexcept {
-    return b->seg->live == 1 ? b->seg->size : 0;
-  }
-
+  static std::size_t whole_after_free(const block* b) noexcept;
   /// Under ss.lock: frees an allocated block (not deferred). False, with nothing changed, if its
   /// stats would cross a ceiling (then redo with `forced` and every stream locked).
-  bool free_block(stream_state& ss, block* b, bool forced) {
-    const pool_kind pool = b->seg->pool;
-    const std::size_t whole = whole_after_free(b);
-    if (!ss.stats.try_free(pool, b->size, b->requested, whole, !forced)) [[unlikely]] {
-      return false;
-    }
-    ++ss.stats.num_frees;
-    release_block(ss, b);
-    return true;
-  }
-
-  bool should_split(const block* b, std::size_t rounded) const noexcept {
-    return should_split_size(b->seg->pool, b->size, rounded);
-  }
-  bool should_split_size(pool_kind pool, std::size_t size, std::size_t rounded) const noexcept {
-    const std::size_t remaining = size - rounded;
-    if (pool == pool_kind::small) return remaining >= small_split_remainder_;
-    return size < max_split_size_ && remaining > large_split_remainder_;
-  }
-
-  void split(stream_state& ss, block* b, std::size_t rounded) {
-    block* r = ss.nodes.acquire(&ss);
-    r->addr = b->addr + rounded;
-    r->size = b->size - rounded;
-    r->seg = b->seg;
-    r->prev = b;
-    r->next = b->next;
-    if (b->next != nullptr) b->next->prev = r;
-    b->next = r;
-    b->size = rounded;
-    insert_free(ss, r);
-  }
-
-  void insert_free(stream_state& ss, block* b) {
-    b->state = block_state::free;
-    if (b->size >= max_split_size_) [[unlikely]] {
-      insert_oversize(ss, b);
-    } else {
-      ss.index[b->seg->band].insert(b);
-    }
-  }
-
-  void remove_free(stream_state& ss, block* b) {
-    if (b->oversize) [[unlikely]] {
-      remove_oversize(ss, b);
-    } else {
-      ss.index[b->seg->band].remove(b);
-    }
-  }
-
+  bool free_block(stream_state& ss, block* b, bool forced);
+  bool should_split(const block* b, std::size_t rounded) const noexcept;
+  bool should_split_size(pool_kind pool, std::size_t size, std::size_t rounded) const noexcept;
+  void split(stream_state& ss, block* b, std::size_t rounded);
+  void insert_free(stream_state& ss, block* b);
+  void remove_free(stream_state& ss, block* b);
   /// Under ss.lock: frees an allocated or pending block, coalescing it with free neighbours.
   /// (Whether that leaves the segment wholly free is known beforehand: whole_after_free.)
-  void release_block(stream_state& ss, block* b) {
-    b->requested = 0;
-    --b->seg->live;
-    if (block* n = b->next; n != nullptr && n->state == block_state::free) {
-      remove_free(ss, n);
-      b->size += n->size;
-      b->next = n->next;
-      if (n->next != nullptr) n->next->prev = b;
-      ss.nodes.release(n);
-    }
-    if (block* p = b->prev; p != nullptr && p->state == block_state::free) {
-      remove_free(ss, p);
-      p->size += b->size;
-      p->next = b->next;
-      if (b->next != nullptr) b->next->prev = p;
-      ss.nodes.release(b);
-      b = p;
-    }
-    insert_free(ss, b);
-  }
+  void release_block(stream_state& ss, block* b);
 
   /// Holds the stats mutex and every stream lock (detail/all_streams_lock.hpp).
   class all_streams_lock;
@@ -603,4 +454,6 @@ class engine {
 }  // namespace cachalot::detail
 
 #include "detail/all_streams_lock.hpp"
+#include "detail/engine_blocks.hpp"
+#include "detail/engine_hot.hpp"
 #include "detail/engine_lanes.hpp"

@@ -1,0 +1,123 @@
+// The engine's inline block operations, under a stream lock: take a cached block, claim and
+// split it, free it and coalesce it with its neighbours, keep the free indexes (and the
+// oversize set) in step. Invariants: a free block is in exactly one free structure of its
+// segment's band; adjacent free blocks never stay apart; a segment's `live` counts its
+// allocated and pending blocks. Included by detail/engine.hpp after the engine class.
+#pragma once
+
+#include "detail/engine.hpp"
+
+namespace cachalot::detail {
+
+inline block* engine::take_cached(stream_state& ss, pool_kind pool, std::size_t rounded,
+                                  std::size_t requested, bool forced, bool* over_ceiling) {
+  if (!caching_) [[unlikely]]
+    return nullptr;
+  const bool oversize = rounded >= max_split_size_;
+  block* b = oversize ? find_oversize(ss, rounded) : ss.index[band_of(pool, rounded)].find(rounded);
+  if (b == nullptr) return nullptr;
+  return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
+}
+
+inline block* engine::claim(stream_state& ss, block* b, pool_kind pool, std::size_t rounded,
+                            std::size_t requested, bool forced, bool* over_ceiling) {
+  const bool split_it = should_split(b, rounded);
+  const std::size_t size = split_it ? rounded : b->size;
+  segment* seg = b->seg;
+  const std::size_t whole = seg->live == 0 ? seg->size : 0;
+  if (!ss.stats.try_alloc(pool, size, requested, whole, !forced)) [[unlikely]] {
+    *over_ceiling = true;
+    return nullptr;
+  }
+  ++seg->live;
+  remove_free(ss, b);
+  if (split_it) split(ss, b, rounded);
+  b->state = block_state::allocated;
+  b->requested = requested;
+  b->released.store(false, std::memory_order_relaxed);
+  b->has_uses.store(false, std::memory_order_relaxed);
+  b->cacheable.store(ss.tcache != nullptr && b->size <= tc_max_, std::memory_order_relaxed);
+  ++ss.stats.num_allocs;
+  if (b->size >= max_split_size_) [[unlikely]]
+    ++ss.stats.num_oversize;
+  return b;
+}
+
+inline std::size_t engine::whole_after_free(const block* b) noexcept {
+  return b->seg->live == 1 ? b->seg->size : 0;
+}
+
+inline bool engine::free_block(stream_state& ss, block* b, bool forced) {
+  const pool_kind pool = b->seg->pool;
+  const std::size_t whole = whole_after_free(b);
+  if (!ss.stats.try_free(pool, b->size, b->requested, whole, !forced)) [[unlikely]] {
+    return false;
+  }
+  ++ss.stats.num_frees;
+  release_block(ss, b);
+  return true;
+}
+
+inline bool engine::should_split(const block* b, std::size_t rounded) const noexcept {
+  return should_split_size(b->seg->pool, b->size, rounded);
+}
+
+inline bool engine::should_split_size(pool_kind pool, std::size_t size,
+                                      std::size_t rounded) const noexcept {
+  const std::size_t remaining = size - rounded;
+  if (pool == pool_kind::small) return remaining >= small_split_remainder_;
+  return size < max_split_size_ && remaining > large_split_remainder_;
+}
+
+inline void engine::split(stream_state& ss, block* b, std::size_t rounded) {
+  block* r = ss.nodes.acquire(&ss);
+  r->addr = b->addr + rounded;
+  r->size = b->size - rounded;
+  r->seg = b->seg;
+  r->prev = b;
+  r->next = b->next;
+  if (b->next != nullptr) b->next->prev = r;
+  b->next = r;
+  b->size = rounded;
+  insert_free(ss, r);
+}
+
+inline void engine::insert_free(stream_state& ss, block* b) {
+  b->state = block_state::free;
+  if (b->size >= max_split_size_) [[unlikely]] {
+    insert_oversize(ss, b);
+  } else {
+    ss.index[b->seg->band].insert(b);
+  }
+}
+
+inline void engine::remove_free(stream_state& ss, block* b) {
+  if (b->oversize) [[unlikely]] {
+    remove_oversize(ss, b);
+  } else {
+    ss.index[b->seg->band].remove(b);
+  }
+}
+
+inline void engine::release_block(stream_state& ss, block* b) {
+  b->requested = 0;
+  --b->seg->live;
+  if (block* n = b->next; n != nullptr && n->state == block_state::free) {
+    remove_free(ss, n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next != nullptr) n->next->prev = b;
+    ss.nodes.release(n);
+  }
+  if (block* p = b->prev; p != nullptr && p->state == block_state::free) {
+    remove_free(ss, p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next != nullptr) b->next->prev = p;
+    ss.nodes.release(b);
+    b = p;
+  }
+  insert_free(ss, b);
+}
+
+}  // namespace cachalot::detail
