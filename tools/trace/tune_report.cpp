@@ -117,7 +117,7 @@ std::string min_cell(const min_capacity_result& m) {
 
 std::string signed_bytes(long double delta) {
   const std::size_t mag = static_cast<std::size_t>(delta < 0 ? -delta : delta);
-  return (delta < 0 ? "-" : "") + format_bytes(mag);
+  return fmt::format("{}{}", delta < 0 ? "-" : "", format_bytes(mag));
 }
 
 std::string verdict(const std::vector<trace_pair>& pairs) {
