@@ -51,29 +51,6 @@ void consider(placement& best, block* hole, std::uintptr_t addr, std::size_t chu
 
 // --- structure operations (under the owner's lock) -------------------------------------------
 
-block* cut_block(stream_state& ss, block* b, std::size_t offset) {
-  block* r = ss.nodes.acquire(&ss);
-  r->addr = b->addr + offset;
-  r->size = b->size - offset;
-  r->seg = b->seg;
-  r->state = b->state;
-  r->busy = b->busy;
-  r->prev = b;
-  r->next = b->next;
-  if (b->next != nullptr) b->next->prev = r;
-  b->next = r;
-  b->size = offset;
-  return r;
-}
-
-void absorb_next(stream_state& ss, block* b) {
-  block* n = b->next;
-  b->size += n->size;
-  b->next = n->next;
-  if (n->next != nullptr) n->next->prev = b;
-  ss.nodes.release(n);
-}
-
 block* add_hole(stream_state& ss, block* h) {
   segment& seg = *h->seg;
   h->state = block_state::unmapped;

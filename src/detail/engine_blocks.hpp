@@ -9,6 +9,29 @@
 
 namespace cachalot::detail {
 
+inline block* cut_block(stream_state& ss, block* b, std::size_t offset) {
+  block* r = ss.nodes.acquire(&ss);
+  r->addr = b->addr + offset;
+  r->size = b->size - offset;
+  r->seg = b->seg;
+  r->state = b->state;
+  r->busy = b->busy;
+  r->prev = b;
+  r->next = b->next;
+  if (b->next != nullptr) b->next->prev = r;
+  b->next = r;
+  b->size = offset;
+  return r;
+}
+
+inline void absorb_next(stream_state& ss, block* b) {
+  block* n = b->next;
+  b->size += n->size;
+  b->next = n->next;
+  if (n->next != nullptr) n->next->prev = b;
+  ss.nodes.release(n);
+}
+
 inline block* engine::take_cached(stream_state& ss, pool_kind pool, std::size_t rounded,
                                   std::size_t requested, bool forced, bool* over_ceiling) {
   if (!caching_) [[unlikely]]
@@ -70,16 +93,7 @@ inline bool engine::should_split_size(pool_kind pool, std::size_t size,
 }
 
 inline void engine::split(stream_state& ss, block* b, std::size_t rounded) {
-  block* r = ss.nodes.acquire(&ss);
-  r->addr = b->addr + rounded;
-  r->size = b->size - rounded;
-  r->seg = b->seg;
-  r->prev = b;
-  r->next = b->next;
-  if (b->next != nullptr) b->next->prev = r;
-  b->next = r;
-  b->size = rounded;
-  insert_free(ss, r);
+  insert_free(ss, cut_block(ss, b, rounded));
 }
 
 inline void engine::insert_free(stream_state& ss, block* b) {
@@ -104,17 +118,11 @@ inline void engine::release_block(stream_state& ss, block* b) {
   --b->seg->live;
   if (block* n = b->next; n != nullptr && n->state == block_state::free) {
     remove_free(ss, n);
-    b->size += n->size;
-    b->next = n->next;
-    if (n->next != nullptr) n->next->prev = b;
-    ss.nodes.release(n);
+    absorb_next(ss, b);
   }
   if (block* p = b->prev; p != nullptr && p->state == block_state::free) {
     remove_free(ss, p);
-    p->size += b->size;
-    p->next = b->next;
-    if (b->next != nullptr) b->next->prev = p;
-    ss.nodes.release(b);
+    absorb_next(ss, p);
     b = p;
   }
   insert_free(ss, b);

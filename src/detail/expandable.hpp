@@ -56,9 +56,10 @@ inline std::size_t chunks_for(std::size_t bytes, std::size_t unit) noexcept {
 using span_batches = std::vector<std::pair<stream_state*, std::vector<release_candidate>>>;
 
 /// Splits `b` at `offset` (0 < offset < size); returns the upper part, in the same state.
-block* cut_block(stream_state& ss, block* b, std::size_t offset);
+/// (Inline, in detail/engine_blocks.hpp: the hot path splits and coalesces with them too.)
+inline block* cut_block(stream_state& ss, block* b, std::size_t offset);
 /// Merges b->next into `b` (the lower node survives, so a segment's first block never changes).
-void absorb_next(stream_state& ss, block* b);
+inline void absorb_next(stream_state& ss, block* b);
 /// Makes `h` (unmapped) an indexed hole, merged with the holes next to it; returns the hole.
 block* add_hole(stream_state& ss, block* h);
 /// Cuts [addr, addr + bytes) out of hole `h` and marks it busy.
