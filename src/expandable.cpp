@@ -323,18 +323,4 @@ bool engine::device_has(std::size_t bytes) {
   }
 }
 
-block* engine::coalesce_free(stream_state& ss, block* b) {
-  if (block* n = b->next; n != nullptr && n->state == block_state::free) {
-    remove_free(ss, n);
-    absorb_next(ss, b);
-  }
-  if (block* p = b->prev; p != nullptr && p->state == block_state::free) {
-    remove_free(ss, p);
-    absorb_next(ss, p);
-    b = p;
-  }
-  insert_free(ss, b);
-  return b;
-}
-
 }  // namespace cachalot::detail

@@ -242,6 +242,8 @@ class engine {
   void split(stream_state& ss, block* b, std::size_t rounded);
   void insert_free(stream_state& ss, block* b);
   void remove_free(stream_state& ss, block* b);
+  /// Under ss.lock: makes `b` free, merged with its free neighbours; returns the merged block.
+  block* coalesce_free(stream_state& ss, block* b);
   /// Under ss.lock: frees an allocated or pending block, coalescing it with free neighbours.
   /// (Whether that leaves the segment wholly free is known beforehand: whole_after_free.)
   void release_block(stream_state& ss, block* b);
@@ -315,7 +317,6 @@ class engine {
                        std::exception_ptr& error);
   block* attach(stream_state& ss, const growth_span& g, std::size_t mapped, std::uint64_t maps,
                 std::uint64_t unmaps);
-  block* coalesce_free(stream_state& ss, block* b);
   void drop_fresh(stream_state& ss, segment* seg);
   bool device_has(std::size_t bytes);
   void collect_spans(stream_state& ss, std::vector<release_candidate>& out) const;

@@ -113,9 +113,7 @@ inline void engine::remove_free(stream_state& ss, block* b) {
   }
 }
 
-inline void engine::release_block(stream_state& ss, block* b) {
-  b->requested = 0;
-  --b->seg->live;
+inline block* engine::coalesce_free(stream_state& ss, block* b) {
   if (block* n = b->next; n != nullptr && n->state == block_state::free) {
     remove_free(ss, n);
     absorb_next(ss, b);
@@ -126,6 +124,13 @@ inline void engine::release_block(stream_state& ss, block* b) {
     b = p;
   }
   insert_free(ss, b);
+  return b;
+}
+
+inline void engine::release_block(stream_state& ss, block* b) {
+  b->requested = 0;
+  --b->seg->live;
+  coalesce_free(ss, b);
 }
 
 }  // namespace cachalot::detail
