@@ -12,7 +12,9 @@
 //  - while the driver shuts down (process exit), releasing segments, events, chunks and ranges
 //    is a silent no-op: the driver reclaims them anyway;
 //  - chunks_ maps the base address of every live chunk to its physical handle and size, under
-//    vm_mutex_; the mutex is never held across a driver call.
+//    vm_mutex_; the mutex is never held across a driver call;
+//  - an event_t is a cu::cuda_event (detail/cuda_event.hpp): recorded on a stream of another
+//    context (another device's), it uses an event of that context.
 // Only compiled in builds with the CUDA backend (CACHALOT_CUDA_BACKEND).
 #pragma once
 
