@@ -152,6 +152,13 @@ int bench() {
     std::printf("bench: no CUDA device: %s\n", cachalot::cuda_unavailable_reason().c_str());
     return 77;
   }
+  int runtime_devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&runtime_devices);
+      e != cudaSuccess || runtime_devices == 0) {  // a driver the runtime does not use (the fake)
+    std::printf("bench: the CUDA runtime sees no device (%s), the comparison cannot run\n",
+                cudaGetErrorName(e));
+    return 77;
+  }
   if (!cuda_ok(cudaSetDevice(0), "cudaSetDevice")) return 1;
   auto b = cachalot::make_cuda_backend(0);
   std::printf("| operation | size | cachalot driver backend µs | CUDA runtime µs |\n");
