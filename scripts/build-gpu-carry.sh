@@ -53,14 +53,12 @@ if ((${#absent[@]})); then
     "or the CUDA toolkit missing? see the cmake output above)" >&2
   exit 1
 fi
-ninja -C "$TREE" -k 0 -j"$JOBS" "${GPU_KIT_TARGETS[@]}" "${GPU_KIT_LIBRARIES[@]}" ||
-  echo "build-gpu-carry: some targets failed to build (see above)" >&2
-failed=()
-for t in "${GPU_KIT_TARGETS[@]}" "${GPU_KIT_LIBRARIES[@]}"; do  # up to date, or it failed
-  ninja -C "$TREE" -n "$t" | grep 'no work to do' >/dev/null || failed+=("$t")
-done
-if ((${#failed[@]})); then
-  echo "build-gpu-carry: not built: ${failed[*]}" >&2
+if ! ninja -C "$TREE" -k 0 -j"$JOBS" "${GPU_KIT_TARGETS[@]}" "${GPU_KIT_LIBRARIES[@]}"; then
+  failed=()
+  for t in "${GPU_KIT_TARGETS[@]}" "${GPU_KIT_LIBRARIES[@]}"; do  # up to date, or it failed
+    ninja -C "$TREE" -n "$t" | grep 'no work to do' >/dev/null || failed+=("$t")
+  done
+  echo "build-gpu-carry: not built: ${failed[*]} (see the errors above)" >&2
   exit 1
 fi
 

@@ -79,7 +79,7 @@ sed 's/^/  /' "$block"
 mapfile -t steps < <(scripts/gpu-check.sh --list)
 # The step table's rows (header and rule excluded) must be exactly the steps, in order.
 mapfile -t names < <(awk '/^\| step \| result/ {t = 1; next} t && /^\|---/ {next}
-  t && /^\| / {sub(/^\| /, ""); sub(/ \| .*/, ""); print} t && !/^\|/ {exit}' "$block")
+  t && /^\| / {sub(/^\| /, ""); sub(/ \| .*/, ""); print; next} t {exit}' "$block")
 [[ ${#names[@]} == "${#steps[@]}" ]] || fail "${#names[@]} step rows for ${#steps[@]} steps"
 for i in "${!steps[@]}"; do
   [[ ${names[$i]} == "${steps[$i]}" ]] || fail "row $i is '${names[$i]}', expected '${steps[$i]}'"

@@ -28,7 +28,8 @@
 # beside cachalot on the same workloads.
 # Output: the full log, and at the end a results block for docs/gpu-results.md (its format is
 # described there); both are also written to $OUT (gpu-check.log, gpu-results-block.md) when
-# OUT is set. `scripts/gpu-check.sh --list` prints the step names and exits.
+# OUT is set. `scripts/gpu-check.sh --list` prints the step names and exits; `--decide` prints
+# the choice between carried and rebuilt binaries, and why, and exits.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -186,6 +187,7 @@ else
   WHY="glibc $MACHINE_GLIBC >= floor $GLIBC_FLOOR; no GPU here (probe: $probe): steps that need one skip"
 fi
 echo "mode: $MODE, because $WHY"
+[[ ${1:-} == --decide ]] && exit 0
 
 BIN=$ROOT/build-gpu/bin
 LIB=$ROOT/build-gpu/lib/libcachalot.so
@@ -239,10 +241,12 @@ rebuild() {
       NOT_BUILT_WHY[$t]="not configured here (its dependency missing? see $log)"
     fi
   done
-  ninja -C "$local_dir/tree" -k 0 -j "$jobs" "${targets[@]}" >>"$log" 2>&1 ||
-    echo "rebuild: some targets failed (see $log)"
+  local built=1
+  ninja -C "$local_dir/tree" -k 0 -j "$jobs" "${targets[@]}" >>"$log" 2>&1 || built=0
+  ((built)) || echo "rebuild: some targets failed (see $log)"
   for t in "${targets[@]}"; do
-    if ! ninja -C "$local_dir/tree" -n "$t" | grep 'no work to do' >/dev/null; then
+    # After a failed build, a target with work left is one whose build failed.
+    if ((!built)) && ! ninja -C "$local_dir/tree" -n "$t" | grep 'no work to do' >/dev/null; then
       NOT_BUILT_WHY[$t]="its build failed here: $(grep -m 1 'error' "$log" | cut -c1-160)"
       continue
     fi
