@@ -207,11 +207,7 @@ std::string text_output(const tune_result& res, const std::vector<trace_pair>& p
     out += fmt::format("\n{}: {} ops, trace peak {}\n", tp.trace->name, tp.trace->ops.size(),
                        format_bytes(tp.trace->summary.peak_requested_bytes));
     out += text_table(tp);
-    if (tp.trace->summary.pytorch.present) {
-      out += fmt::format("  PyTorch reserved at its peak (from the snapshot): {}{}\n",
-                         format_bytes(tp.trace->summary.pytorch.peak_reserved),
-                         tp.trace->summary.pytorch.exact ? "" : " (a lower bound)");
-    }
+    out += pytorch_text(tp.trace->summary.pytorch, 0);
   }
   out += "\nrecommendation " + verdict(pairs) + "\n";
   return out;
@@ -233,11 +229,7 @@ std::string json_output(const tune_result& res, const std::vector<trace_pair>& p
         i == 0 ? "" : ",", json_string(tp.trace->name), tp.trace->summary.peak_requested_bytes,
         json_figures(tp.base), json_figures(tp.best), json_min_capacity(tp.base_min),
         json_min_capacity(tp.best_min));
-    if (tp.trace->summary.pytorch.present) {
-      out += fmt::format(",\"pytorch_peak_reserved_bytes\":{}",
-                         tp.trace->summary.pytorch.peak_reserved);
-    }
-    out += "}";
+    out += pytorch_json(tp.trace->summary.pytorch) + "}";
   }
   return out + "]}";
 }
