@@ -174,9 +174,12 @@ class ConversionResult:
 
     @property
     def cold_start(self):
-        """True when PyTorch had nothing reserved when the window began (known exactly): the
-        window then holds PyTorch's whole run and its peak compares with a replay's."""
-        return self.pytorch_peak_exact and self.reserved_at_start == 0
+        """True when PyTorch had nothing reserved and nothing allocated when the window began
+        (known exactly): the window then holds PyTorch's whole run and its peak compares with a
+        replay's. (Allocations live at a start with nothing reserved would be an inconsistent
+        snapshot.)"""
+        return (self.pytorch_peak_exact and self.reserved_at_start == 0 and
+                self.reconstructed == 0)
 
     def header(self):
         exact = "exact" if self.pytorch_peak_exact else "lower-bound"

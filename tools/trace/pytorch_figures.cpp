@@ -35,6 +35,12 @@ std::string pytorch_figures::why_not_comparable() const {
         "has no segment list to say how much more; a replay starts with nothing reserved",
         format_bytes(reserved_at_start));
   }
+  if (reserved_at_start == 0) {
+    return fmt::format(
+        "the snapshot is inconsistent: PyTorch had nothing reserved when the recorded window "
+        "began, yet {} allocations were live then",
+        reconstructed_allocations);
+  }
   return fmt::format(
       "PyTorch had {} reserved before the recorded window began (its cache of earlier phases "
       "included); a replay starts with nothing reserved",

@@ -30,8 +30,10 @@ struct pytorch_figures {
   std::size_t reconstructed_allocations = 0;  ///< live set at the start, reconstructed
   std::size_t reconstructed_bytes = 0;        ///< its requested bytes
 
-  /// PyTorch had nothing reserved when the window began (known exactly).
-  bool cold_start() const noexcept { return start_known && start_exact && reserved_at_start == 0; }
+  /// PyTorch had nothing reserved and nothing allocated when the window began (known exactly).
+  bool cold_start() const noexcept {
+    return start_known && start_exact && reserved_at_start == 0 && reconstructed_allocations == 0;
+  }
   /// The recorded peak compares with a replay's peak reserved (a cold start).
   bool comparable() const noexcept { return present && cold_start(); }
   /// The recorded peak minus the bytes reserved before the window (0 when unknown).
