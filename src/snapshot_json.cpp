@@ -58,7 +58,8 @@ void append_segment(std::string& out, const segment_info& seg) {
 
 }  // namespace
 
-std::string snapshot_to_json(const memory_snapshot& snap, int device, const std::string& backend) {
+std::string snapshot_to_json(const memory_snapshot& snap, int device, const std::string& backend,
+                             const device_call_stats* calls) {
   std::string out =
       fmt::format(R"({{"device":{},"backend":{},"segments":[)", device, quoted(backend));
   bool first = true;
@@ -67,8 +68,9 @@ std::string snapshot_to_json(const memory_snapshot& snap, int device, const std:
     first = false;
     append_segment(out, seg);
   }
-  out += "]}";
-  return out;
+  out += "]";
+  if (calls != nullptr) out += ",\"device_calls\":" + to_json(*calls);
+  return out + "}";
 }
 
 }  // namespace cachalot::detail

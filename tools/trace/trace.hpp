@@ -108,6 +108,11 @@ struct trace_summary {
   /// With sites: the sites holding the most bytes when the live bytes peaked (at most
   /// max_peak_holders, most bytes first; allocations without a site count as "(no site)").
   std::vector<site_bytes> peak_holders;
+  /// The trace's own span: last timestamp minus first, in microseconds (0 when every line has
+  /// the same time). Times of day that go back by more than 12 hours are taken as crossing
+  /// midnight; smaller steps back (lines of several threads logged slightly out of order) only
+  /// never extend the span.
+  std::uint64_t span_us = 0;
   pytorch_figures pytorch;  ///< PyTorch's figures, when the trace carries them
 };
 
