@@ -3,11 +3,14 @@
 // prints what it reserved and which device calls it made, as one JSON object (or a few lines of
 // text). One process replays one trace with one setting: the allocator is a process singleton.
 //   cachalot-pytorch-replay [--capacity SIZE] [--expandable] [--conf STR] [--stop-at-oom]
-//                           [--json] TRACE.csv
+//                           [--cost KEY:VALUE,...] [--json] TRACE.csv
+// Device time is modeled with cachalot's device cost model (the defaults, or --cost with the
+// cost_* keys of CACHALOT_CONF), pricing the calls PyTorch's allocator makes.
 // Exit status: 0 replayed (refusals are figures, not failures), 2 bad arguments or trace, 1 the
 // allocator raised another error or called what the stand-in does not provide.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -33,6 +36,7 @@ const char* const usage =
     "  --expandable      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
     "  --conf STR        PYTORCH_CUDA_ALLOC_CONF to use (instead of --expandable)\n"
     "  --stop-at-oom     stop at the first refused allocation (capacity searches)\n"
+    "  --cost STR        device cost model keys (cost_model, cost_<call>: as in CACHALOT_CONF)\n"
     "  --json            one JSON object on one line\n";
 
 struct args {
@@ -40,6 +44,27 @@ struct args {
   bool json = false;
   std::string trace;
 };
+
+/// Applies "key:value,..." cost-model keys. @throws std::invalid_argument naming a bad item
+void set_cost(cachalot::device_cost_model& model, const std::string& text) {
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    const std::size_t colon = item.find(':');
+    if (!item.empty()) {
+      bool known = false;
+      try {
+        known = colon != std::string::npos &&
+                cachalot::apply_cost_key(model, item.substr(0, colon), item.substr(colon + 1));
+      } catch (const cachalot::error& e) {
+        throw std::invalid_argument(std::string("--cost: ") + e.what());
+      }
+      if (!known) throw std::invalid_argument("--cost: '" + item + "' is not a cost-model key");
+    }
+    at = comma + 1;
+  }
+}
 
 args parse(int argc, char** argv) {
   args a;
@@ -57,6 +82,8 @@ args parse(int argc, char** argv) {
       expandable = true;
     } else if (s == "--conf") {
       a.options.conf = value();
+    } else if (s == "--cost") {
+      set_cost(a.options.cost, value());
     } else if (s == "--stop-at-oom") {
       a.options.stop_at_oom = true;
     } else if (s == "--json") {
@@ -95,6 +122,24 @@ std::uint64_t syncs(const peer_result& r) {
   return r.calls.device_syncs + r.calls.stream_syncs + r.calls.event_syncs + r.calls.free_calls;
 }
 
+/// The device time as cachalot-replay's JSON gives it: "device_ms" and "device":{...}.
+std::string json_device(const peer_result& r) {
+  const standin_counters& c = r.calls;
+  std::uint64_t calls = 0, syncs = 0;
+  std::string kinds;
+  for (std::size_t k = 0; k < cachalot::device_call_count; ++k) {
+    const auto kind = static_cast<cachalot::device_call>(k);
+    (cachalot::device_call_is_sync(kind) ? syncs : calls) += c.kind_calls[k];
+    kinds += fmt::format("{}\"{}\":{{\"calls\":{},\"ns\":{}}}", k == 0 ? "" : ",",
+                         cachalot::device_call_name(kind), c.kind_calls[k], c.kind_ns[k]);
+  }
+  return fmt::format(
+      "\"device_ms\":{},\"device\":{{\"timing\":\"modeled\",\"total_ns\":{},\"calls\":{},"
+      "\"syncs\":{},\"implied_syncs\":{},\"implied_sync_ns\":{},\"by_kind\":{{{}}}}}",
+      cachalot::tools::json_number(static_cast<double>(c.device_ns()) / 1e6), c.device_ns(), calls,
+      syncs, c.implied_syncs, c.implied_sync_ns, kinds);
+}
+
 std::string json(const args& a, const peer_result& r) {
   const standin_counters& c = r.calls;
   std::string sizes;
@@ -112,7 +157,7 @@ std::string json(const args& a, const peer_result& r) {
       "\"cuMemSetAccess\":{},\"cuMemAddressReserve\":{},\"cuMemAddressFree\":{},"
       "\"cudaDeviceSynchronize\":{},\"cudaStreamSynchronize\":{},\"cudaEventSynchronize\":{},"
       "\"cudaEventCreate\":{},\"cudaEventRecord\":{},\"cudaEventQuery\":{},\"cudaMemGetInfo\":{},"
-      "\"unsupported\":{}}},\"segment_sizes\":[{}],\"error\":{}}}",
+      "\"unsupported\":{}}},\"segment_sizes\":[{}],{},\"error\":{}}}",
       cachalot::tools::json_string(a.trace), cachalot::tools::json_string(r.version),
       cachalot::tools::json_string(a.options.conf), a.options.capacity, r.ops,
       r.ooms == 0 && r.error.empty() ? "true" : "false", r.stopped ? "true" : "false", r.ooms,
@@ -122,7 +167,7 @@ std::string json(const args& a, const peer_result& r) {
       c.malloc_failures, c.free_calls, c.mem_create, c.mem_create_failures, c.mem_release,
       c.mem_map, c.mem_unmap, c.mem_set_access, c.address_reserve, c.address_free, c.device_syncs,
       c.stream_syncs, c.event_syncs, c.event_creates, c.event_records, c.event_queries,
-      c.mem_get_info, c.unsupported, sizes,
+      c.mem_get_info, c.unsupported, sizes, json_device(r),
       r.error.empty() ? std::string("null") : cachalot::tools::json_string(r.error));
 }
 
@@ -141,6 +186,8 @@ std::string text(const args& a, const peer_result& r) {
       "  device calls {} (cudaMalloc {}, cudaFree {}, cuMemMap {}, cuMemUnmap {}), syncs {}\n",
       device_calls(r), r.calls.malloc_calls, r.calls.free_calls, r.calls.mem_map, r.calls.mem_unmap,
       syncs(r));
+  out += fmt::format("  device time (modeled with cachalot's cost model): {:.3f} ms\n",
+                     static_cast<double>(r.calls.device_ns()) / 1e6);
   if (!r.error.empty()) out += "  error: " + r.error + "\n";
   return out;
 }

@@ -37,7 +37,7 @@ peer_result pytorch_replay(const std::vector<peer_op>& ops, std::size_t slots,
                            const peer_options& options) {
   peer_result r;
   r.version = CACHALOT_PYTORCH_VERSION;
-  standin_configure(options.capacity);
+  standin_configure(options.capacity, options.cost);
   // c10 reads PYTORCH_CUDA_ALLOC_CONF once, at its first use: set it before.
   if (options.conf.empty()) {
     ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");

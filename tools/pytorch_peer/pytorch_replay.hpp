@@ -28,8 +28,9 @@ struct peer_op {
 /// How to replay.
 struct peer_options {
   std::size_t capacity = std::size_t{80} << 30;  ///< device bytes
-  std::string conf;          ///< PYTORCH_CUDA_ALLOC_CONF (e.g. "expandable_segments:True")
-  bool stop_at_oom = false;  ///< stop at the first refused allocation (capacity searches)
+  std::string conf;                  ///< PYTORCH_CUDA_ALLOC_CONF (e.g. "expandable_segments:True")
+  bool stop_at_oom = false;          ///< stop at the first refused allocation (capacity searches)
+  cachalot::device_cost_model cost;  ///< prices the device calls (cachalot's defaults)
 };
 
 /// What the replay measured: c10's own statistics (getDeviceStats) and the stand-in's calls.

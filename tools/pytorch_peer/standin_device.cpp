@@ -29,6 +29,7 @@ struct device_state {
   std::uintptr_t next_object = 0x1000;                 // stream and event handles
   cudaError_t last_error = cudaSuccess;
   int device = 0;
+  cachalot::device_cost_model cost;
   standin_counters calls;
 };
 
@@ -57,6 +58,17 @@ bool charge(device_state& s, std::size_t bytes) {
   return true;
 }
 
+/// Counts and prices one call of kind `c` on `bytes` (the caller holds the mutex).
+void price(device_state& s, cachalot::device_call c, std::size_t bytes = 0) {
+  const auto k = static_cast<std::size_t>(c);
+  ++s.calls.kind_calls[k];
+  s.calls.kind_ns[k] += s.cost.cost_ns(c, bytes);
+  if (c == cachalot::device_call::segment_free) {
+    ++s.calls.implied_syncs;
+    s.calls.implied_sync_ns += s.cost.cost_ns(cachalot::device_call::device_sync, 0);
+  }
+}
+
 void* new_object(device_state& s) {
   s.next_object += 0x10;
   return reinterpret_cast<void*>(s.next_object);
@@ -77,10 +89,11 @@ CUresult unsupported_driver(const char* name) {
 
 }  // namespace
 
-void standin_configure(std::size_t capacity) {
+void standin_configure(std::size_t capacity, const cachalot::device_cost_model& cost) {
   device_state& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.capacity = capacity;
+  s.cost = cost;
 }
 
 std::size_t standin_capacity() {
@@ -101,6 +114,7 @@ const standin_counters& standin_calls() {
 
 }  // namespace cachalot::pytorch_peer
 
+using cachalot::device_call;
 using cachalot::pytorch_peer::standin_granularity;
 namespace peer = cachalot::pytorch_peer;
 
@@ -154,6 +168,7 @@ cudaError_t cudaDeviceSynchronize(void) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.calls.device_syncs;
+  peer::price(s, device_call::device_sync);
   return cudaSuccess;
 }
 
@@ -213,6 +228,7 @@ cudaError_t cudaMalloc(void** ptr, std::size_t size) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const std::size_t charged = peer::pages(size);
+  peer::price(s, device_call::segment_alloc, size);
   if (!peer::charge(s, charged)) {
     ++s.calls.malloc_failures;
     s.last_error = cudaErrorMemoryAllocation;
@@ -237,8 +253,9 @@ cudaError_t cudaFree(void* ptr) {
     return cudaErrorInvalidValue;
   }
   s.in_use -= it->second;
-  s.mallocs.erase(it);
   ++s.calls.free_calls;
+  peer::price(s, device_call::segment_free, it->second);
+  s.mallocs.erase(it);
   return cudaSuccess;
 }
 
@@ -301,6 +318,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.calls.stream_syncs;
+  peer::price(s, device_call::stream_sync);
   return cudaSuccess;
 }
 
@@ -341,6 +359,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.calls.event_creates;
+  peer::price(s, device_call::event_create);
   *event = static_cast<cudaEvent_t>(peer::new_object(s));
   return cudaSuccess;
 }
@@ -353,6 +372,7 @@ cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.calls.event_records;
+  peer::price(s, device_call::event_record);
   return cudaSuccess;
 }
 
@@ -360,6 +380,7 @@ cudaError_t cudaEventQuery(cudaEvent_t) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.calls.event_queries;
+  peer::price(s, device_call::event_query);
   return cudaSuccess;
 }
 
@@ -367,6 +388,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.calls.event_syncs;
+  peer::price(s, device_call::event_sync);
   return cudaSuccess;
 }
 
@@ -389,6 +411,7 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, std::size_t size, std::size_t ali
   std::lock_guard<std::mutex> lock(s.mutex);
   if (size == 0 || size % standin_granularity != 0) return CUDA_ERROR_INVALID_VALUE;
   ++s.calls.address_reserve;
+  peer::price(s, device_call::range_reserve, size);
   const std::uintptr_t at = peer::take_addresses(s, size, alignment);
   s.reservations.emplace(at, size);
   *ptr = at;
@@ -402,6 +425,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, std::size_t size) {
   if (it == s.reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
   s.reservations.erase(it);
   ++s.calls.address_free;
+  peer::price(s, device_call::range_release, size);
   return CUDA_SUCCESS;
 }
 
@@ -410,6 +434,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size,
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (size == 0 || size % standin_granularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  peer::price(s, device_call::chunk_create, size);
   if (!peer::charge(s, size)) {
     ++s.calls.mem_create_failures;
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -426,8 +451,9 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   const auto it = s.handles.find(handle);
   if (it == s.handles.end()) return CUDA_ERROR_INVALID_VALUE;
   s.in_use -= it->second;
-  s.handles.erase(it);
   ++s.calls.mem_release;
+  peer::price(s, device_call::chunk_release, it->second);
+  s.handles.erase(it);
   return CUDA_SUCCESS;
 }
 
@@ -443,6 +469,7 @@ CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset,
   if (ptr + size > r->first + r->second) return CUDA_ERROR_INVALID_VALUE;
   if (!s.mappings.emplace(ptr, size).second) return CUDA_ERROR_INVALID_VALUE;
   ++s.calls.mem_map;
+  peer::price(s, device_call::chunk_map, size);
   return CUDA_SUCCESS;
 }
 
@@ -453,13 +480,15 @@ CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size) {
   if (it == s.mappings.end() || it->first != ptr) return CUDA_ERROR_INVALID_VALUE;
   while (it != s.mappings.end() && it->first < ptr + size) it = s.mappings.erase(it);
   ++s.calls.mem_unmap;
+  peer::price(s, device_call::chunk_unmap, size);
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemSetAccess(CUdeviceptr, std::size_t, const CUmemAccessDesc*, std::size_t) {
+CUresult cuMemSetAccess(CUdeviceptr, std::size_t size, const CUmemAccessDesc*, std::size_t) {
   peer::device_state& s = peer::state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.calls.mem_set_access;
+  peer::price(s, device_call::chunk_access, size);
   return CUDA_SUCCESS;
 }
 

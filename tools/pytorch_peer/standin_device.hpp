@@ -8,13 +8,20 @@
 // aligned); streams and events complete at once (queries succeed, synchronizations return at
 // once) but every call is counted; a call the allocator is not expected to make (IPC, managed
 // memory, copies) fails with cudaErrorNotSupported and is counted as unsupported, so that a
-// replay that needed one says so instead of passing silently.
+// replay that needed one says so instead of passing silently. Every call is priced by cachalot's
+// device cost model (cachalot/device_cost.hpp), as cachalot's simulated device prices its own:
+// the call PyTorch makes, on the bytes it names (cuMemSetAccess once per range, as PyTorch calls
+// it), a refused cudaMalloc or cuMemCreate too, and a cudaFree with the device synchronization it
+// implies.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "cachalot/device_cost.hpp"
 
 namespace cachalot::pytorch_peer {
 
@@ -42,10 +49,24 @@ struct standin_counters {
   std::uint64_t unsupported = 0;          ///< calls the stand-in refuses (see the file comment)
   std::string first_unsupported;          ///< the name of the first of them
   std::vector<std::size_t> malloc_sizes;  ///< the size of every successful cudaMalloc, in order
+  /// Every call priced by cachalot's device cost model (the same model and prices as cachalot's
+  /// simulated device): count and modeled ns per kind; a cudaFree also counts the device-wide
+  /// synchronization it implies (implied_syncs, implied_sync_ns).
+  std::array<std::uint64_t, cachalot::device_call_count> kind_calls{};
+  std::array<std::uint64_t, cachalot::device_call_count> kind_ns{};  ///< modeled ns per kind
+  std::uint64_t implied_syncs = 0;                                   ///< one per cudaFree
+  std::uint64_t implied_sync_ns = 0;                                 ///< their modeled time
+  /// All modeled device time in ns.
+  std::uint64_t device_ns() const noexcept {
+    std::uint64_t total = implied_sync_ns;
+    for (const std::uint64_t ns : kind_ns) total += ns;
+    return total;
+  }
 };
 
-/// Sets the device's capacity in bytes (before the allocator's first call).
-void standin_configure(std::size_t capacity);
+/// Sets the device's capacity in bytes and the cost model that prices its calls (before the
+/// allocator's first call).
+void standin_configure(std::size_t capacity, const cachalot::device_cost_model& cost = {});
 /// The capacity in bytes.
 std::size_t standin_capacity();
 /// Physical bytes in use now (cudaMalloc ranges and cuMemCreate handles, in 2 MiB pages).
