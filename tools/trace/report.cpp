@@ -262,6 +262,7 @@ std::string format_text(const trace_report& r) {
                          bytes(m.searched_up_to), m.replays);
   }
   if (!r.plot_file.empty()) out += fmt::format("  plot: {}\n", r.plot_file);
+  if (!r.timeline_file.empty()) out += fmt::format("  timeline: {}\n", r.timeline_file);
   return out;
 }
 
@@ -277,6 +278,7 @@ std::string format_json(const trace_report& r) {
   out += pytorch_json(r.summary.pytorch) + json_holders(r.summary);
   if (r.min_capacity) out += ",\"min_capacity\":" + json_min_capacity(*r.min_capacity);
   if (!r.plot_file.empty()) out += ",\"plot\":" + json_string(r.plot_file);
+  if (!r.timeline_file.empty()) out += ",\"timeline\":" + json_string(r.timeline_file);
   if (r.baseline) out += ",\"baseline\":{" + json_figures(*r.baseline) + "}";
   return out + "}";
 }
