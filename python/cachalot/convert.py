@@ -122,7 +122,8 @@ def _int_field(event, key, index, device):
 
 class ConversionResult:
     """What a conversion found: counts, the reconstructed live set, PyTorch's reserved figures
-    and the CSV lines."""
+    (``reserved_curve``: PyTorch's reserved bytes over the trace, as (operations of the trace
+    replayed so far, bytes) at the start and after each segment event) and the CSV lines."""
 
     def __init__(self, device):
         self.device = device
@@ -146,6 +147,7 @@ class ConversionResult:
         self.allocated_at_snapshot = None  # block bytes allocated at snapshot time (rounded)
         self.requested_at_snapshot = None  # requested bytes of those blocks
         self.sites = 0                  # distinct allocation sites (user frames)
+        self.reserved_curve = []        # PyTorch's reserved bytes: (trace operation, bytes)
         self.lines = []
 
     @property
@@ -289,6 +291,7 @@ def _walk(r, events, device, sites):
     reconstructed = []
     reserved = 0
     rows = []
+    ops = 0  # allocate and free rows so far (what the replay counts as operations)
     first_time = None
     for i, e in enumerate(events):
         if not isinstance(e, dict) or not isinstance(e.get("action"), str):
@@ -312,6 +315,7 @@ def _walk(r, events, device, sites):
         r.streams.add(stream)
         if action in ("segment_alloc", "segment_map", "segment_free", "segment_unmap"):
             reserved += size if action in ("segment_alloc", "segment_map") else -size
+            r.reserved_curve.append((ops, reserved))
             r.peak_reserved_delta = max(r.peak_reserved_delta, reserved)
             r.low_reserved_delta = min(r.low_reserved_delta, reserved)
             continue
@@ -325,6 +329,7 @@ def _walk(r, events, device, sites):
             site = sites.site(e.get("frames"))
             live[addr] = [size, stream, False, site]
             rows.append((time_us, "allocate", addr, size, stream, site))
+            ops += 1
         elif action == "free_requested":
             if addr in live:
                 live[addr][2] = True
@@ -336,8 +341,10 @@ def _walk(r, events, device, sites):
                 reconstructed.append((addr, size, stream, sites.site(e.get("frames"),
                                                                      "(freed at) ")))
                 rows.append((time_us, "free", addr, size, stream, 0))
+                ops += 1
                 continue
             rows.append((time_us, "free", addr, block[0], block[1], 0))
+            ops += 1
     r.net_reserved = reserved
     return rows, live, reconstructed
 
@@ -389,6 +396,9 @@ def convert(snap, device=None):
     r.live_at_end = len(live)
     r.live_bytes_at_end = sum(b[0] for b in live.values())
     r.sites = len(sites.ids)
+    start = r.reserved_at_start
+    n = len(reconstructed)
+    r.reserved_curve = [(0, start)] + [(n + op, start + delta) for op, delta in r.reserved_curve]
     with_sites = r.sites > 0
     header = "Thread,Time,Action,Pointer,Size,Stream" + (",Site" if with_sites else "")
 
