@@ -96,7 +96,10 @@ std::string_view setting_of(std::string_view key) {
   }
   std::string all;
   for (const char* k : known_keys) all += (all.empty() ? "" : ", ") + std::string(k);
-  for (const char* k : device_cost_keys()) all += ", " + std::string(k);
+  for (const char* k : device_cost_keys()) {
+    all += ", ";
+    all += k;
+  }
   CACHALOT_FAIL(invalid_argument, "config: unknown key '{}' (known: {})", key, all);
 }
 
@@ -358,7 +361,8 @@ std::string config::to_string() const {
       gc_threshold, divisions.empty() ? std::string("0") : divisions, expandable_segments ? 1 : 0,
       reserve, size_or_none(max_cached), thread_cache, thread_cache_max_size, debug ? 1 : 0,
       caching ? 1 : 0);
-  s += "," + cost.to_string();
+  s += ',';
+  s += cost.to_string();  // (appended apart: GCC 12's -Wrestrict misreads "," + string at -O3)
   if (!trace_file.empty()) s += ",trace_file:" + trace_file;
   return s;
 }

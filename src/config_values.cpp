@@ -169,12 +169,10 @@ std::uint64_t parse_duration_ns(std::string_view text, std::string_view key, std
                    "config key '{}': unknown unit '{}' in '{}' (use ns, us, ms or s)", key, unit,
                    value);
   const std::uint64_t p = pow10(d.fraction_digits);
-  CACHALOT_EXPECTS(d.fraction * factor % p == 0, invalid_argument,
-                   "config key '{}': '{}' in '{}' is not a whole number of nanoseconds", key, t,
-                   value);
+  const std::uint64_t part = (d.fraction * factor + p / 2) / p;  // to the nearest ns (< 1e18)
   std::uint64_t ns = 0;
   CACHALOT_EXPECTS(!__builtin_mul_overflow(d.whole, factor, &ns) &&
-                       !__builtin_add_overflow(ns, d.fraction * factor / p, &ns) && ns <= max_ns,
+                       !__builtin_add_overflow(ns, part, &ns) && ns <= max_ns,
                    invalid_argument, "config key '{}': '{}' in '{}' is above the limit of {} s",
                    key, t, value, max_ns / 1000000000);
   return ns;

@@ -164,7 +164,8 @@ call_latency parse_call_latency(std::string_view value, device_call c) {
 
 std::string format_call_latency(const call_latency& latency, bool sized) {
   if (!sized || latency.per_gib_ns == 0) return duration_text(latency.fixed_ns);
-  return duration_text(latency.fixed_ns) + "+" + duration_text(latency.per_gib_ns) + "/GiB";
+  return detail::format("{}+{}/GiB", duration_text(latency.fixed_ns),
+                        duration_text(latency.per_gib_ns));
 }
 
 const std::array<const char*, device_call_count + 1>& device_cost_keys() noexcept {

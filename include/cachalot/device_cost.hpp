@@ -103,8 +103,8 @@ bool operator!=(const device_cost_model& a, const device_cost_model& b) noexcept
 
 /// Parses the value of key `cost_<name>` for kind `c`: a duration (digits, an optional
 /// fraction, a unit ns, us, ms or s; a bare 0 is accepted) or, for a sized kind,
-/// `<duration>+<duration>/GiB`. The result must be a whole number of nanoseconds, at most one
-/// hour for each part. @throws invalid_argument naming the key and the value
+/// `<duration>+<duration>/GiB`. Each part is rounded to the nearest nanosecond and must be at
+/// most one hour. @throws invalid_argument naming the key and the value
 call_latency parse_call_latency(std::string_view value, device_call c);
 
 /// The value of `latency` in the syntax parse_call_latency reads back unchanged, in the largest

@@ -31,8 +31,8 @@ bool iequals(std::string_view a, std::string_view b) noexcept;
 std::size_t parse_size_value(std::string_view text, std::string_view key, unit_rule rule);
 
 /// A duration in nanoseconds: digits, an optional fraction and a unit (ns, us, ms, s; any case);
-/// a bare 0 is accepted, any other bare number is refused. The result must be a whole number of
-/// nanoseconds and at most `max_ns`. `value` (the whole config value) names errors.
+/// a bare 0 is accepted, any other bare number is refused. The result is rounded to the nearest
+/// nanosecond and must be at most `max_ns`. `value` (the whole config value) names errors.
 /// @throws invalid_argument naming the key and the value
 std::uint64_t parse_duration_ns(std::string_view text, std::string_view key,
                                 std::string_view value, std::uint64_t max_ns);

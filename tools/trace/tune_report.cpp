@@ -34,7 +34,7 @@ std::vector<double> time_weights(const std::vector<const prepared_trace*>& trace
 }
 
 std::string weight_text(double bytes_per_ms) {
-  return format_bytes(static_cast<std::size_t>(std::llround(bytes_per_ms))) + "/ms";
+  return fmt::format("{}/ms", format_bytes(static_cast<std::size_t>(std::llround(bytes_per_ms))));
 }
 
 /// Items of a key:value,... string, split at commas outside brackets.
