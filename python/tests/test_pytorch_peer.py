@@ -22,12 +22,8 @@ TRACE = """Thread,Time,Action,Pointer,Size,Stream
 
 
 @pytest.fixture
-def tool():
-    path = rt.find_pytorch_replay()
-    if path is None:
-        pytest.skip("cachalot-pytorch-replay is not built (configure with "
-                    "-DCACHALOT_PYTORCH_SOURCE=/path/to/pytorch)")
-    return path
+def tool(pytorch_tool):
+    return pytorch_tool
 
 
 @pytest.fixture

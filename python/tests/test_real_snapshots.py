@@ -63,21 +63,6 @@ def held_blocks(snap, device):
             for b in s["blocks"] if b["state"] in ("active_allocated", "active_pending_free")]
 
 
-def replay_tool():
-    tool = rt.find_replay()
-    if tool is None:
-        pytest.skip("cachalot-replay is not built (CACHALOT_BUILD_DIR, set by CTest)")
-    return tool
-
-
-def pytorch_tool():
-    tool = rt.find_pytorch_replay()
-    if tool is None:
-        pytest.skip("cachalot-pytorch-replay is not built (configure with "
-                    "-DCACHALOT_PYTORCH_SOURCE=/path/to/pytorch)")
-    return tool
-
-
 def test_the_tarball_holds_the_eleven_snapshots(snapshots):
     assert sorted(snapshots) == sorted(NAMES)
 
@@ -104,8 +89,8 @@ def test_converts_with_the_live_set_reconstructed(snapshots, converted, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_replayed_live_bytes_at_the_end_equal_the_snapshots(converted, name):
-    tool = replay_tool()
+def test_replayed_live_bytes_at_the_end_equal_the_snapshots(converted, name, replay_tool):
+    tool = replay_tool
     r, trace = converted[name]
     p = subprocess.run([tool, "--json", "--repeat", "1", "--no-baseline", "--one-thread",
                         "--capacity", "80GiB", trace], capture_output=True, text=True,
@@ -121,13 +106,13 @@ def test_replayed_live_bytes_at_the_end_equal_the_snapshots(converted, name):
     assert doc["peak_holders"], "the snapshots have frames: the report names the code"
 
 
-def test_the_1024_token_inference_window_is_not_compared_with_pytorchs_earlier_peak(converted):
+def test_the_1024_token_inference_window_is_not_compared_with_pytorchs_earlier_peak(converted,
+                                                                                   replay_tool):
     # the example: 2.98 GiB reserved by PyTorch, mostly before the window; its live
     # peak with the weights is 2.68 GiB
     r, trace = converted["Wedsonlin_medium_1024_inference_memory_snapshot.pickle"]
     assert r.reserved_at_start == r.pytorch_peak_reserved == 3204448256
-    tool = replay_tool()
-    p = subprocess.run([tool, "--repeat", "1", "--no-baseline", trace], capture_output=True,
+    p = subprocess.run([replay_tool, "--repeat", "1", "--no-baseline", trace], capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "PyTorch's recorded peak reserved (2.98 GiB) is not comparable" in p.stdout
@@ -136,8 +121,7 @@ def test_the_1024_token_inference_window_is_not_compared_with_pytorchs_earlier_p
 
 
 @pytest.mark.parametrize("name", [COLD, "Wedsonlin_medium_128_training_memory_snapshot.pickle"])
-def test_the_report_prints(snapshots, name, tmp_path):
-    replay_tool()
+def test_the_report_prints(snapshots, name, tmp_path, replay_tool):
     out = io.StringIO()
     svg = tmp_path / "r.svg"
     assert report.main([snapshots[name], "--svg", str(svg)], out=out) == 0
@@ -168,9 +152,9 @@ def test_a_bad_pickle_keeps_its_exit_2_message(tmp_path):
     assert "cachalot.report: error: %s: a pickle of a list" % bad in err.stderr
 
 
-def test_pytorchs_own_allocator_reserves_the_recorded_peak_from_a_cold_start(snapshots,
-                                                                             converted):
-    tool = pytorch_tool()
+def test_pytorchs_own_allocator_reserves_the_recorded_peak_from_a_cold_start(snapshots, converted,
+                                                                             pytorch_tool):
+    tool = pytorch_tool
     r, trace = converted[COLD]
     snap = cv.load_snapshot(snapshots[COLD])
     recorded = [e["size"] for e in snap["device_traces"][0] if e["action"] == "segment_alloc"]
@@ -183,8 +167,8 @@ def test_pytorchs_own_allocator_reserves_the_recorded_peak_from_a_cold_start(sna
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_pytorchs_replay_ends_with_the_snapshots_requested_bytes(converted, name):
-    tool = pytorch_tool()
+def test_pytorchs_replay_ends_with_the_snapshots_requested_bytes(converted, name, pytorch_tool):
+    tool = pytorch_tool
     r, trace = converted[name]
     f = rt.pytorch_run(tool, trace, 80 * GiB)
     assert f.complete and f.doc["error"] is None
