@@ -77,9 +77,11 @@ TEST(TraceParse, SiteColumnNamesTheCodeThatHoldsMemory) {
       "1,00:00:00.000005,free,0x2000,300,0x0,\n"
       "1,00:00:00.000006,free,0x4000,30,0x0,\n"
       "# site 3: defined after the header: /job/train.py:9 main\n"
+      "# site notes: a remark, not a site\n"
       "1,00:00:00.000007,allocate,0x5000,10,0x0,3\n",
       "s.csv");
   ASSERT_EQ(t.events.size(), 7u);
+  EXPECT_EQ(t.events[6].line, 12u);
   EXPECT_EQ(t.events[0].site, 1u);
   EXPECT_EQ(t.events[1].site, 2u);
   EXPECT_EQ(t.events[2].site, 0u);

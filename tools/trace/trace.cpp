@@ -140,8 +140,11 @@ void parse_comment(std::string_view text, trace& t, std::size_t number) {
   if (colon == std::string_view::npos) return;
   const std::string_view key = trim(text.substr(0, colon));
   const std::string_view value = trim(text.substr(colon + 1));
-  if (key.substr(0, 5) == "site ") {
-    parse_site(trim(key.substr(5)), value, t, number);
+  if (key.substr(0, 5) == "site ") {  // "# site 12: ..." (a site id: digits); else a remark
+    const std::string_view id = trim(key.substr(5));
+    if (!id.empty() && id.find_first_not_of("0123456789") == std::string_view::npos) {
+      parse_site(id, value, t, number);
+    }
     return;
   }
   if (key.substr(0, 8) != "pytorch.") return;
