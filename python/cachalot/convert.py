@@ -131,6 +131,7 @@ class ConversionResult:
         self.counts = {a: 0 for a in ACTIONS}
         self.unknown_actions = 0
         self.duplicate_allocs = 0       # alloc of an address already live (a free was lost)
+        self.double_frees = 0           # free of an address freed before in the window (skipped)
         self.pending_frees = 0          # free_requested never completed before the snapshot
         self.live_at_end = 0            # allocations live at the end of the trace
         self.live_bytes_at_end = 0      # their requested bytes
@@ -218,6 +219,8 @@ class ConversionResult:
                      self.reconstructed, self.reconstructed_bytes, self.reconstructed_freed,
                      self.reconstructed_live),
                  "allocations of live addresses (replaced): %d" % self.duplicate_allocs,
+                 "frees of addresses already freed in the window (skipped): %d"
+                 % self.double_frees,
                  "frees requested but not completed at the snapshot (left live): %d"
                  % self.pending_frees,
                  "allocations live at the end: %d (%d bytes)" % (self.live_at_end,
@@ -289,6 +292,7 @@ def _walk(r, events, device, sites):
     lists the blocks freed in the window that were allocated before it."""
     live = {}
     reconstructed = []
+    known = set()  # addresses allocated in the window or reconstructed: a later free needs an alloc
     reserved = 0
     rows = []
     ops = 0  # allocate and free rows so far (what the replay counts as operations)
@@ -328,6 +332,7 @@ def _walk(r, events, device, sites):
                 r.duplicate_allocs += 1
             site = sites.site(e.get("frames"))
             live[addr] = [size, stream, False, site]
+            known.add(addr)
             rows.append((time_us, "allocate", addr, size, stream, site))
             ops += 1
         elif action == "free_requested":
@@ -335,11 +340,15 @@ def _walk(r, events, device, sites):
                 live[addr][2] = True
         else:  # free_completed
             block = live.pop(addr, None)
+            if block is None and addr in known:
+                r.double_frees += 1  # freed twice with no alloc between: not a real snapshot's
+                continue
             if block is None:
                 # allocated before the window: its size is the free's (PyTorch records the
                 # block's requested size); its frames are the free's, said in the site's text
                 reconstructed.append((addr, size, stream, sites.site(e.get("frames"),
                                                                      "(freed at) ")))
+                known.add(addr)
                 rows.append((time_us, "free", addr, size, stream, 0))
                 ops += 1
                 continue

@@ -114,6 +114,18 @@ def test_a_trace_the_segments_contradict_is_reported():
     assert "MISMATCH" in r.summary()
 
 
+def test_a_second_free_without_an_alloc_between_is_skipped_not_reconstructed():
+    events = [sm.event("alloc", 0x1000, 512), sm.event("free_completed", 0x1000, 512),
+              sm.event("free_completed", 0x1000, 512),      # freed again
+              sm.event("free_completed", 0x9000, 256),      # allocated before the window
+              sm.event("free_completed", 0x9000, 256)]      # and freed twice
+    r = cv.convert({"device_traces": [events]})
+    assert r.double_frees == 2 and r.reconstructed_freed == 1
+    assert [line.split(",")[2:4] for line in data_lines(r)[1:]] == [
+        ["allocate", "0x9000"], ["allocate", "0x1000"], ["free", "0x1000"], ["free", "0x9000"]]
+    assert "frees of addresses already freed in the window (skipped): 2" in r.summary()
+
+
 def test_cold_start_and_no_segment_list():
     events = [sm.event("segment_alloc", 0x1000, 2 * MiB), sm.event("alloc", 0x1000, 512),
               sm.event("free_requested", 0x1000, 512), sm.event("free_completed", 0x1000, 512)]
