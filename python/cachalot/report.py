@@ -17,6 +17,7 @@ bytes over the trace. Exit status: 0, or 2 for a bad snapshot, bad arguments or 
 """
 import argparse
 import csv
+import json
 import os
 import re
 import sys
@@ -182,7 +183,6 @@ def _report(args, out):
                        args.capacity))
     holders = probe.doc.get("peak_holders", [])
     if args.json:
-        import json
         out.write(json.dumps({
             "snapshot": args.snapshot, "device": r.device, "ops": probe.doc["ops"],
             "live_peak_bytes": peak, "reconstructed_allocations": r.reconstructed,
