@@ -120,7 +120,7 @@ def test_the_1024_token_inference_window_is_not_compared_with_pytorchs_earlier_p
     assert "cachalot: " not in p.stdout
 
 
-@pytest.mark.parametrize("name", [COLD, "Wedsonlin_medium_128_training_memory_snapshot.pickle"])
+@pytest.mark.parametrize("name", NAMES)
 def test_the_report_prints(snapshots, name, tmp_path, replay_tool):
     out = io.StringIO()
     svg = tmp_path / "r.svg"
