@@ -131,6 +131,26 @@ TEST_F(ReplayCli, PlotIsAnSvgWithLegend) {
   }
 }
 
+TEST_F(ReplayCli, TimelineIsTheMemoryAfterEachOperation) {
+  const std::string csv = (dir_ / "timeline.csv").string();
+  ASSERT_EQ(cli({"--repeat", "1", "--json", "--config", "capacity:64MiB", "--timeline", csv,
+                 good_trace()}),
+            0)
+      << err_.str();
+  EXPECT_NE(out_.str().find("\"timeline\":\"" + csv + "\""), std::string::npos) << out_.str();
+  std::ifstream in(csv);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  // 4 operations replayed (the free of 0x4444 is skipped at preparation): 1,000 B in a 2 MiB
+  // small segment, 3,000,000 B in a 20 MiB one, then the frees (cached, still reserved)
+  ASSERT_EQ(lines, (std::vector<std::string>{"op,requested,allocated,reserved", "0,0,0,0",
+                                             "1,1000,1024,2097152", "2,3001000,3001344,23068672",
+                                             "3,3000000,3000320,23068672", "4,0,0,23068672"}));
+  const std::string bad = (dir_ / "no-such-dir" / "t.csv").string();
+  EXPECT_EQ(cli({"--repeat", "1", "--timeline", bad, good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--timeline: cannot write " + bad), std::string::npos) << err_.str();
+}
+
 TEST_F(ReplayCli, MalformedTraceNamesFileAndLine) {
   const std::string bad = write("bad.csv",
                                 "Thread,Time,Action,Pointer,Size,Stream\n"

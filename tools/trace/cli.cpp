@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "cachalot/errors.hpp"
 #include "cachalot/version.h"
@@ -42,6 +43,8 @@ const char* const usage =
     "                        trace's peak or 2 MiB), reported in bytes and as a multiple of it\n"
     "  --json                one JSON object per trace on one line\n"
     "  --plot FILE.svg       memory over the replay (FILE-<trace>.svg for several traces)\n"
+    "  --timeline FILE.csv   cachalot's memory after each operation (every nth above 100,000\n"
+    "                        ops) as CSV op,requested,allocated,reserved (FILE-<trace>.csv)\n"
     "  --one-thread          issue every operation from one thread (default: one per trace "
     "thread)\n"
     "  --no-baseline         skip the pass-through baseline\n"
@@ -85,6 +88,7 @@ struct cli_options {
   std::size_t jobs = 0;      // 0: the CPU count
   std::size_t capacity = 0;  // 0: from --config or --capacity-factor
   std::string plot;
+  std::string timeline;
   std::vector<std::string> traces;
   std::vector<pool_spec> pools;
 };
@@ -133,8 +137,8 @@ void set_time_weight(cli_options& o, const std::string& value) {
 
 bool takes_value(const std::string& flag) {
   return flag == "--config" || flag == "--repeat" || flag == "--capacity-factor" ||
-         flag == "--plot" || flag == "--pool" || flag == "--tune-weight" || flag == "--jobs" ||
-         flag == "--capacity" || flag == "--tune-time-weight";
+         flag == "--plot" || flag == "--timeline" || flag == "--pool" || flag == "--tune-weight" ||
+         flag == "--jobs" || flag == "--capacity" || flag == "--tune-time-weight";
 }
 
 void set_flag(cli_options& o, const std::string& flag, const std::string& value) {
@@ -147,6 +151,9 @@ void set_flag(cli_options& o, const std::string& flag, const std::string& value)
   } else if (flag == "--plot") {
     if (value.empty()) throw usage_error("--plot needs a file name");
     o.plot = value;
+  } else if (flag == "--timeline") {
+    if (value.empty()) throw usage_error("--timeline needs a file name");
+    o.timeline = value;
   } else if (flag == "--json") {
     o.json = true;
   } else if (flag == "--one-thread") {
@@ -208,25 +215,31 @@ cli_options parse_args(const std::vector<std::string>& args) {
   return o;
 }
 
-std::string plot_path(const std::string& base, const std::string& trace, std::size_t count) {
+/// The output file of `trace` for option value `base` (FILE-<trace>.EXT for several traces).
+std::string plot_path(const std::string& base, const std::string& trace, std::size_t count,
+                      const std::string& ext = ".svg") {
   if (count == 1) return base;
   std::string stem = trace == "-" ? "stdin" : trace.substr(trace.find_last_of('/') + 1);
   stem = stem.substr(0, stem.rfind('.'));
-  const std::size_t dot = base.rfind(".svg");
+  const std::size_t dot = base.rfind(ext);
   const std::string head = dot == std::string::npos ? base : base.substr(0, dot);
-  return head + "-" + stem + ".svg";
+  return head + "-" + stem + ext;
 }
 
-/// Creates (empties) every plot file now, so that an unwritable path fails before any replay.
+/// Creates (empties) every plot and timeline file now, so that an unwritable path fails before
+/// any replay.
 void check_plot_paths(const cli_options& o) {
-  if (o.plot.empty()) return;
-  for (const std::string& t : o.traces) {
-    const std::string path = plot_path(o.plot, t, o.traces.size());
-    errno = 0;
-    std::ofstream f(path, std::ios::trunc);
-    if (!f) {
-      throw usage_error("--plot: cannot write " + path + ": " +
-                        (errno != 0 ? std::strerror(errno) : "unknown reason"));
+  for (const auto& [flag, base, ext] :
+       {std::tuple{"--plot", &o.plot, ".svg"}, std::tuple{"--timeline", &o.timeline, ".csv"}}) {
+    if (base->empty()) continue;
+    for (const std::string& t : o.traces) {
+      const std::string path = plot_path(*base, t, o.traces.size(), ext);
+      errno = 0;
+      std::ofstream f(path, std::ios::trunc);
+      if (!f) {
+        throw usage_error(std::string(flag) + ": cannot write " + path + ": " +
+                          (errno != 0 ? std::strerror(errno) : "unknown reason"));
+      }
     }
   }
 }
@@ -265,18 +278,25 @@ replay_result replay_median(const prepared_trace& p, const config& cfg, const cl
   return first;
 }
 
-void write_plot(trace_report& rep, const prepared_trace& p, const config& cfg,
-                const cli_options& o) {
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  if (!f) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+/// The plot and the timeline, from one sampled replay (and the baseline's, for the plot).
+void write_sampled(trace_report& rep, const prepared_trace& p, const config& cfg,
+                   const cli_options& o) {
   replay_options ro;
   ro.use_threads = !o.one_thread;
   ro.sample = true;
   ro.pools = o.pools;
   const replay_result sampled = replay(p, cfg, ro);
+  if (!rep.timeline_file.empty()) write_file(rep.timeline_file, timeline_csv(sampled));
+  if (rep.plot_file.empty()) return;
   std::optional<replay_result> base;
   if (o.baseline) base = replay(p, baseline_config(cfg), ro);
-  std::ofstream f(rep.plot_file);
-  f << render_svg(replay_plot(rep.trace, sampled, base ? &*base : nullptr));
-  if (!f) throw std::runtime_error("cannot write " + rep.plot_file + ": " + std::strerror(errno));
+  write_file(rep.plot_file, render_svg(replay_plot(rep.trace, sampled, base ? &*base : nullptr)));
 }
 
 trace_report run_trace(const trace& t, const prepared_trace& p, const config& cfg,
@@ -288,10 +308,10 @@ trace_report run_trace(const trace& t, const prepared_trace& p, const config& cf
   rep.result = replay_median(p, cfg, o, "cachalot");
   if (o.baseline) rep.baseline = replay_median(p, baseline_config(cfg), o, "pass-through");
   if (o.min_capacity) rep.min_capacity = find_min_capacity(p, cfg);
-  if (!o.plot.empty()) {
-    rep.plot_file = plot_path(o.plot, t.name == "stdin" ? "-" : t.name, o.traces.size());
-    write_plot(rep, p, cfg, o);
-  }
+  const std::string name = t.name == "stdin" ? "-" : t.name;
+  if (!o.plot.empty()) rep.plot_file = plot_path(o.plot, name, o.traces.size());
+  if (!o.timeline.empty()) rep.timeline_file = plot_path(o.timeline, name, o.traces.size(), ".csv");
+  if (!o.plot.empty() || !o.timeline.empty()) write_sampled(rep, p, cfg, o);
   return rep;
 }
 
@@ -312,9 +332,9 @@ void check_combinations(const cli_options& o) {
   if (o.capacity != 0 && names_capacity(o.config)) {
     throw usage_error("--capacity and a capacity in --config: give the capacity once");
   }
-  if (o.tune && (!o.plot.empty() || !o.pools.empty() || o.min_capacity)) {
+  if (o.tune && (!o.plot.empty() || !o.timeline.empty() || !o.pools.empty() || o.min_capacity)) {
     throw usage_error(
-        "--tune cannot be combined with --plot, --pool or --min-capacity (it "
+        "--tune cannot be combined with --plot, --timeline, --pool or --min-capacity (it "
         "reports the smallest capacity itself)");
   }
   if (!o.tune && (o.tune_weight != 0 || o.jobs != 0 || o.tune_time_weight_set)) {

@@ -117,6 +117,29 @@ std::string columns(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+/// The sites holding the most bytes at the trace's live peak (one line; "" without sites).
+std::string holders_text(const trace_summary& s) {
+  if (s.peak_holders.empty()) return "";
+  std::string out = "  at the trace's live peak, held by:";
+  for (const site_bytes& h : s.peak_holders) {
+    out +=
+        fmt::format("\n    {:>10}  {:>5} allocations  {}", bytes(h.bytes), h.allocations, h.site);
+  }
+  return out + "\n";
+}
+
+/// The same as a JSON member with its leading comma ("" without sites).
+std::string json_holders(const trace_summary& s) {
+  if (s.peak_holders.empty()) return "";
+  std::string out = ",\"peak_holders\":[";
+  for (std::size_t i = 0; i < s.peak_holders.size(); ++i) {
+    const site_bytes& h = s.peak_holders[i];
+    out += fmt::format("{}{{\"site\":{},\"bytes\":{},\"allocations\":{}}}", i == 0 ? "" : ",",
+                       json_string(h.site), h.bytes, h.allocations);
+  }
+  return out + "]";
+}
+
 /// What a device-time row is called: the time is modeled, measured or not kept.
 std::string device_time_label(const replay_result& c, const char* what) {
   const char* how = c.device.timing == device_timing::measured ? "measured" : "modeled";
@@ -217,17 +240,8 @@ std::string format_text(const trace_report& r) {
         [](const replay_result& x) { return std::to_string(x.zero_size_allocations); });
   }
   out += columns(rows);
-  if (r.summary.pytorch.present) {
-    const std::size_t pt = r.summary.pytorch.peak_reserved;
-    out += fmt::format(
-        "  PyTorch reserved at its peak (from the snapshot): {}{}; cachalot: {}{}\n", bytes(pt),
-        r.summary.pytorch.exact ? "" : " (a lower bound)", bytes(c.peak_reserved),
-        pt == 0
-            ? std::string()
-            : fmt::format(
-                  " ({:+.1f}%)",
-                  100.0 * (static_cast<double>(c.peak_reserved) / static_cast<double>(pt) - 1.0)));
-  }
+  out += pytorch_text(r.summary.pytorch, c.peak_reserved);
+  out += holders_text(r.summary);
   for (const pool_figures& pf : c.pools) {
     out += fmt::format(
         "  pool {:<12} prio {:>3}, limit {}, guarantee {}: peak requested {}, peak reserved {}, "
@@ -248,6 +262,7 @@ std::string format_text(const trace_report& r) {
                          bytes(m.searched_up_to), m.replays);
   }
   if (!r.plot_file.empty()) out += fmt::format("  plot: {}\n", r.plot_file);
+  if (!r.timeline_file.empty()) out += fmt::format("  timeline: {}\n", r.timeline_file);
   return out;
 }
 
@@ -259,12 +274,11 @@ std::string format_json(const trace_report& r) {
       json_string(r.trace), json_string(CACHALOT_VERSION_STRING), r.repeat, r.summary.streams,
       r.summary.threads, r.summary.peak_requested_bytes, r.summary.span_us, r.summary.unknown_frees,
       r.summary.recorded_failures, json_figures(r.result));
-  if (r.summary.pytorch.present) {
-    out += fmt::format(",\"pytorch_peak_reserved_bytes\":{},\"pytorch_peak_exact\":{}",
-                       r.summary.pytorch.peak_reserved, r.summary.pytorch.exact ? "true" : "false");
-  }
+  out += fmt::format(",\"trace_live_at_end_bytes\":{}", r.summary.live_at_end_bytes);
+  out += pytorch_json(r.summary.pytorch) + json_holders(r.summary);
   if (r.min_capacity) out += ",\"min_capacity\":" + json_min_capacity(*r.min_capacity);
   if (!r.plot_file.empty()) out += ",\"plot\":" + json_string(r.plot_file);
+  if (!r.timeline_file.empty()) out += ",\"timeline\":" + json_string(r.timeline_file);
   if (r.baseline) out += ",\"baseline\":{" + json_figures(*r.baseline) + "}";
   return out + "}";
 }

@@ -245,11 +245,7 @@ std::string text_output(const tune_result& res, const std::vector<trace_pair>& p
         tp.trace->ops.size(), format_bytes(tp.trace->summary.peak_requested_bytes),
         static_cast<double>(tp.trace->summary.span_us) / 1e3, weight_text(tp.time_weight));
     out += text_table(tp);
-    if (tp.trace->summary.pytorch.present) {
-      out += fmt::format("  PyTorch reserved at its peak (from the snapshot): {}{}\n",
-                         format_bytes(tp.trace->summary.pytorch.peak_reserved),
-                         tp.trace->summary.pytorch.exact ? "" : " (a lower bound)");
-    }
+    out += pytorch_text(tp.trace->summary.pytorch, 0);
   }
   out += "\nrecommendation " + verdict(pairs) + "\n";
   return out;
@@ -273,11 +269,7 @@ std::string json_output(const tune_result& res, const std::vector<trace_pair>& p
         i == 0 ? "" : ",", json_string(tp.trace->name), tp.trace->summary.peak_requested_bytes,
         tp.trace->summary.span_us, json_number(tp.time_weight), json_figures(tp.base),
         json_figures(tp.best), json_min_capacity(tp.base_min), json_min_capacity(tp.best_min));
-    if (tp.trace->summary.pytorch.present) {
-      out += fmt::format(",\"pytorch_peak_reserved_bytes\":{}",
-                         tp.trace->summary.pytorch.peak_reserved);
-    }
-    out += "}";
+    out += pytorch_json(tp.trace->summary.pytorch) + "}";
   }
   return out + "]}";
 }
