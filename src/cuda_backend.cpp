@@ -168,7 +168,8 @@ void* cuda_backend::allocate_segment(std::size_t bytes, stream_t stream) {
   (void)stream;  // cuMemAlloc memory is usable by every stream of the device
   const cu::context_guard guard(api_, context_);
   cu::CUdeviceptr ptr = 0;
-  const cu::CUresult res = api_.MemAlloc(&ptr, bytes);
+  const cu::CUresult res =
+      timed(device_call::segment_alloc, [&] { return api_.MemAlloc(&ptr, bytes); });
   if (res == cu::kErrorOutOfMemory) return nullptr;  // nothing sticky in the driver API
   CACHALOT_CU_CHECK(res, "cuMemAlloc(&ptr, bytes)");
   return host_ptr(ptr);
@@ -177,14 +178,15 @@ void* cuda_backend::allocate_segment(std::size_t bytes, stream_t stream) {
 void cuda_backend::free_segment(void* ptr, std::size_t bytes) {
   (void)bytes;
   const cu::context_guard guard(api_, context_);
-  const cu::CUresult res = api_.MemFree(dptr(ptr));
+  const cu::CUresult res =
+      timed(device_call::segment_free, [&] { return api_.MemFree(dptr(ptr)); });
   if (cu::is_shutdown_error(res)) return;
   CACHALOT_CU_CHECK(res, "cuMemFree(ptr)");
 }
 
 // Events are cuda_events (detail/cuda_event.hpp): recordable on a stream of any context.
 event_t cuda_backend::create_event() {
-  return static_cast<event_t>(new cu::cuda_event(api_, context_));
+  return static_cast<event_t>(new cu::cuda_event(api_, context_, clock_));
 }
 
 void cuda_backend::destroy_event(event_t event) {
@@ -206,7 +208,7 @@ void cuda_backend::synchronize_event(event_t event) {
 
 void cuda_backend::synchronize_device() {
   const cu::context_guard guard(api_, context_);
-  CACHALOT_CU_TRY(api_, CtxSynchronize);
+  timed(device_call::device_sync, [&] { CACHALOT_CU_TRY(api_, CtxSynchronize); });
 }
 
 device_memory_info cuda_backend::memory_info() {
@@ -218,6 +220,10 @@ device_memory_info cuda_backend::memory_info() {
   info.total = total_bytes;
   info.free = free_bytes;
   return info;
+}
+
+device_call_stats cuda_backend::call_stats() const {
+  return clock_.stats();
 }
 
 bool cuda_backend::is_capturing(stream_t stream) {
@@ -276,7 +282,9 @@ void* cuda_backend::reserve_address_range(std::size_t bytes) {
                    bytes, vm_granularity_, device_);
   const cu::context_guard guard(api_, context_);
   cu::CUdeviceptr base = 0;
-  const cu::CUresult res = api_.MemAddressReserve(&base, bytes, vm_granularity_, 0, 0);
+  const cu::CUresult res = timed(device_call::range_reserve, [&] {
+    return api_.MemAddressReserve(&base, bytes, vm_granularity_, 0, 0);
+  });
   if (res == cu::kErrorOutOfMemory) return nullptr;  // address space exhausted
   CACHALOT_CU_CHECK(res, "cuMemAddressReserve(&base, bytes, granularity, 0, 0)");
   return host_ptr(base);
@@ -294,7 +302,8 @@ void cuda_backend::release_address_range(void* base, std::size_t bytes) {
                      bytes, it == chunks_.end() ? 0 : it->first);
   }
   const cu::context_guard guard(api_, context_);
-  const cu::CUresult res = api_.MemAddressFree(dptr(base), bytes);
+  const cu::CUresult res =
+      timed(device_call::range_release, [&] { return api_.MemAddressFree(dptr(base), bytes); });
   if (cu::is_shutdown_error(res)) return;
   CACHALOT_CU_CHECK(res, "cuMemAddressFree(base, bytes)");
 }
@@ -314,10 +323,11 @@ bool cuda_backend::map_chunk(void* addr, std::size_t bytes) {
   const cu::context_guard guard(api_, context_);
   const cu::CUmemAllocationProp prop = chunk_properties(device_);
   cu::CUmemGenericAllocationHandle handle = 0;
-  cu::CUresult res = api_.MemCreate(&handle, bytes, &prop, 0);
+  cu::CUresult res =
+      timed(device_call::chunk_create, [&] { return api_.MemCreate(&handle, bytes, &prop, 0); });
   if (res == cu::kErrorOutOfMemory) return false;
   CACHALOT_CU_CHECK(res, "cuMemCreate(&handle, bytes, &prop, 0)");
-  res = api_.MemMap(dptr(addr), bytes, 0, handle, 0);
+  res = timed(device_call::chunk_map, [&] { return api_.MemMap(dptr(addr), bytes, 0, handle, 0); });
   if (res != cu::kSuccess) {
     discard_chunk(dptr(addr), bytes, handle, false);
     if (res == cu::kErrorOutOfMemory) return false;
@@ -325,7 +335,8 @@ bool cuda_backend::map_chunk(void* addr, std::size_t bytes) {
   }
   std::vector<cu::CUmemAccessDesc> access{read_write(device_)};
   for (const int peer : peers_) access.push_back(read_write(peer));
-  res = api_.MemSetAccess(dptr(addr), bytes, access.data(), access.size());
+  res = timed(device_call::chunk_access,
+              [&] { return api_.MemSetAccess(dptr(addr), bytes, access.data(), access.size()); });
   if (res != cu::kSuccess) {
     discard_chunk(dptr(addr), bytes, handle, true);
     if (res == cu::kErrorOutOfMemory) return false;
@@ -354,21 +365,22 @@ void cuda_backend::unmap_chunk(void* addr, std::size_t bytes) {
     chunks_.erase(it);  // a concurrent unmap of the same chunk now fails cleanly
   }
   const cu::context_guard guard(api_, context_);
-  cu::CUresult res = api_.MemUnmap(dptr(addr), bytes);
+  cu::CUresult res =
+      timed(device_call::chunk_unmap, [&] { return api_.MemUnmap(dptr(addr), bytes); });
   if (res != cu::kSuccess && !cu::is_shutdown_error(res)) {
     const std::lock_guard lock(vm_mutex_);
     chunks_.emplace(base, c);  // still mapped: the engine may retry
     CACHALOT_CU_CHECK(res, "cuMemUnmap(addr, bytes)");
   }
-  res = api_.MemRelease(c.handle);
+  res = timed(device_call::chunk_release, [&] { return api_.MemRelease(c.handle); });
   if (cu::is_shutdown_error(res)) return;
   CACHALOT_CU_CHECK(res, "cuMemRelease(handle)");  // unmapped already; the memory may leak
 }
 
 void cuda_backend::discard_chunk(cu::CUdeviceptr ptr, std::size_t bytes,
                                  cu::CUmemGenericAllocationHandle h, bool mapped) noexcept {
-  if (mapped) (void)api_.MemUnmap(ptr, bytes);
-  (void)api_.MemRelease(h);
+  if (mapped) (void)timed(device_call::chunk_unmap, [&] { return api_.MemUnmap(ptr, bytes); });
+  (void)timed(device_call::chunk_release, [&] { return api_.MemRelease(h); });
 }
 
 std::shared_ptr<device_backend> make_cuda_backend(int device) {

@@ -14,17 +14,18 @@ bool special_stream(CUstream stream) noexcept {
   return stream == nullptr || stream == stream_legacy() || stream == stream_per_thread();
 }
 
-CUevent create_in(const driver_api& api, CUcontext context) {
+CUevent create_in(const driver_api& api, CUcontext context, device_clock& clock) {
   const context_guard guard(api, context);
   CUevent event = nullptr;
+  const timed_call t(clock, device_call::event_create);
   CACHALOT_CU_TRY(api, EventCreate, &event, kEventDisableTiming);
   return event;
 }
 
 }  // namespace
 
-cuda_event::cuda_event(const driver_api& api, CUcontext home)
-    : api_(api), home_{home, create_in(api, home)}, last_(home_) {}
+cuda_event::cuda_event(const driver_api& api, CUcontext home, device_clock& clock)
+    : api_(api), clock_(clock), home_{home, create_in(api, home, clock)}, last_(home_) {}
 
 void cuda_event::destroy() {
   for (const in_context& o : others_) {
@@ -46,7 +47,7 @@ CUevent cuda_event::event_in(CUcontext context) {
     if (o.context == context) return o.event;
   }
   others_.reserve(others_.size() + 1);  // no leak if the vector cannot grow
-  others_.push_back(in_context{context, create_in(api_, context)});
+  others_.push_back(in_context{context, create_in(api_, context, clock_)});
   return others_.back().event;
 }
 
@@ -57,19 +58,27 @@ void cuda_event::record(CUstream stream) {
   CUcontext context = home_.context;
   if (!special_stream(stream)) CACHALOT_CU_TRY(api_, StreamGetCtx, stream, &context);
   if (context == home_.context) {
+    const timed_call t(clock_, device_call::event_record);
     CACHALOT_CU_TRY(api_, EventRecord, home_.event, stream);
     last_ = home_;
     return;
   }
   const CUevent event = event_in(context);
   const context_guard there(api_, context);
-  CACHALOT_CU_TRY(api_, EventRecord, event, stream);
+  {
+    const timed_call t(clock_, device_call::event_record);
+    CACHALOT_CU_TRY(api_, EventRecord, event, stream);
+  }
   last_ = in_context{context, event};
 }
 
 bool cuda_event::query() {
   const context_guard guard(api_, last_.context);
-  const CUresult res = api_.EventQuery(last_.event);
+  CUresult res = kSuccess;
+  {
+    const timed_call t(clock_, device_call::event_query);
+    res = api_.EventQuery(last_.event);
+  }
   if (res == kErrorNotReady) return false;
   CACHALOT_CU_CHECK(res, "cuEventQuery(event)");
   return true;
@@ -77,6 +86,7 @@ bool cuda_event::query() {
 
 void cuda_event::synchronize() {
   const context_guard guard(api_, last_.context);
+  const timed_call t(clock_, device_call::event_sync);
   CACHALOT_CU_TRY(api_, EventSynchronize, last_.event);
 }
 

@@ -11,7 +11,10 @@
 // call: the backend's) and cuStreamGetCtx's answer for any other stream, asked on every record
 // (a host-only driver call; stream handles may be reused, so nothing is cached); every driver call
 // runs with the context of the event it touches current (context_guard) and the caller's
-// restored; an event is used by one thread at a time (the engine's pool hands it out), so a
+// restored; every cuEventCreate, cuEventRecord, cuEventQuery and cuEventSynchronize is timed on
+// the backend's clock (device_clock: event_create, event_record, event_query, event_sync), the
+// lookups of the stream's context are not (host-only, no kind of the cost model); an event is
+// used by one thread at a time (the engine's pool hands it out), so a
 // cuda_event has no lock; the other contexts must outlive the pending frees recorded there (the
 // streams they belong to must anyway).
 #pragma once
@@ -19,14 +22,16 @@
 #include <vector>
 
 #include "detail/cuda_driver.hpp"
+#include "detail/device_clock.hpp"
 
 namespace cachalot::detail::cu {
 
 /// An event of the CUDA backend (what its event_t points to). See the file comment.
 class cuda_event {
  public:
-  /// Creates the event in `home` (timing disabled). @throws backend_error
-  cuda_event(const driver_api& api, CUcontext home);
+  /// Creates the event in `home` (timing disabled); the driver calls are timed on `clock`,
+  /// which must outlive the event. @throws backend_error
+  cuda_event(const driver_api& api, CUcontext home, device_clock& clock);
   cuda_event(const cuda_event&) = delete;
   cuda_event& operator=(const cuda_event&) = delete;
   /// Destroys the home event and those of other contexts; errors while the driver shuts down
@@ -49,6 +54,7 @@ class cuda_event {
   CUevent event_in(CUcontext context);  // the event of another context, created on first use
 
   const driver_api& api_;
+  device_clock& clock_;
   in_context home_;
   in_context last_;                 // the one recorded last (home_ until a record elsewhere)
   std::vector<in_context> others_;  // one per other context, created on first use

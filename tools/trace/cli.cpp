@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "cachalot/errors.hpp"
 #include "cachalot/version.h"
@@ -42,6 +43,8 @@ const char* const usage =
     "                        trace's peak or 2 MiB), reported in bytes and as a multiple of it\n"
     "  --json                one JSON object per trace on one line\n"
     "  --plot FILE.svg       memory over the replay (FILE-<trace>.svg for several traces)\n"
+    "  --timeline FILE.csv   cachalot's memory after each operation (every nth above 100,000\n"
+    "                        ops) as CSV op,requested,allocated,reserved (FILE-<trace>.csv)\n"
     "  --one-thread          issue every operation from one thread (default: one per trace "
     "thread)\n"
     "  --no-baseline         skip the pass-through baseline\n"
@@ -51,9 +54,15 @@ const char* const usage =
     "  --tune                search the memory keys (expandable_segments, max_split_size,\n"
     "                        gc_threshold, roundup_power2_divisions, segment sizes) on the\n"
     "                        traces and print the CACHALOT_CONF to use, default vs recommended\n"
-    "                        (objective: no OOM at the capacity, then least peak reserved)\n"
+    "                        (objective: no OOM at the capacity, then least peak reserved\n"
+    "                        plus the weighted device calls and modeled device time)\n"
     "  --tune-weight SIZE    with --tune: bytes of peak reserved one device call is worth\n"
     "                        (default 0: device calls only break ties)\n"
+    "  --tune-time-weight W  with --tune: bytes of peak reserved one modeled millisecond of\n"
+    "                        device time is worth, SIZE or SIZE/ms (e.g. 64MiB/ms; 0: time\n"
+    "                        does not count), or auto (the default): each trace's peak\n"
+    "                        requested bytes per ms of its span, so that 1% of the trace's\n"
+    "                        time in device calls weighs as much as 1% more memory\n"
     "  --jobs N              with --tune: replays run in parallel (default: the CPU count)\n"
     "  --version             print the version and exit\n"
     "Options also take --option=value. Exit status: 0 success, 2 bad arguments, config or trace,\n"
@@ -73,9 +82,13 @@ struct cli_options {
   bool min_capacity = false;
   bool tune = false;
   std::size_t tune_weight = 0;
+  double tune_time_weight = 0;  // bytes per modeled ms
+  bool tune_time_weight_auto = true;
+  bool tune_time_weight_set = false;
   std::size_t jobs = 0;      // 0: the CPU count
   std::size_t capacity = 0;  // 0: from --config or --capacity-factor
   std::string plot;
+  std::string timeline;
   std::vector<std::string> traces;
   std::vector<pool_spec> pools;
 };
@@ -107,10 +120,25 @@ std::size_t parse_size_flag(const std::string& flag, const std::string& text, bo
   return v;
 }
 
+/// --tune-time-weight: auto, or bytes per modeled millisecond (SIZE or SIZE/ms).
+void set_time_weight(cli_options& o, const std::string& value) {
+  o.tune_time_weight_set = true;
+  if (value == "auto") {
+    o.tune_time_weight_auto = true;
+    return;
+  }
+  std::string size = value;
+  if (size.size() > 3 && size.compare(size.size() - 3, 3, "/ms") == 0) {
+    size.resize(size.size() - 3);
+  }
+  o.tune_time_weight_auto = false;
+  o.tune_time_weight = static_cast<double>(parse_size_flag("--tune-time-weight", size, true));
+}
+
 bool takes_value(const std::string& flag) {
   return flag == "--config" || flag == "--repeat" || flag == "--capacity-factor" ||
-         flag == "--plot" || flag == "--pool" || flag == "--tune-weight" || flag == "--jobs" ||
-         flag == "--capacity";
+         flag == "--plot" || flag == "--timeline" || flag == "--pool" || flag == "--tune-weight" ||
+         flag == "--jobs" || flag == "--capacity" || flag == "--tune-time-weight";
 }
 
 void set_flag(cli_options& o, const std::string& flag, const std::string& value) {
@@ -123,6 +151,9 @@ void set_flag(cli_options& o, const std::string& flag, const std::string& value)
   } else if (flag == "--plot") {
     if (value.empty()) throw usage_error("--plot needs a file name");
     o.plot = value;
+  } else if (flag == "--timeline") {
+    if (value.empty()) throw usage_error("--timeline needs a file name");
+    o.timeline = value;
   } else if (flag == "--json") {
     o.json = true;
   } else if (flag == "--one-thread") {
@@ -135,6 +166,8 @@ void set_flag(cli_options& o, const std::string& flag, const std::string& value)
     o.tune = true;
   } else if (flag == "--tune-weight") {
     o.tune_weight = parse_size_flag(flag, value, true);
+  } else if (flag == "--tune-time-weight") {
+    set_time_weight(o, value);
   } else if (flag == "--capacity") {
     o.capacity = parse_size_flag(flag, value, false);
   } else if (flag == "--jobs") {
@@ -182,25 +215,31 @@ cli_options parse_args(const std::vector<std::string>& args) {
   return o;
 }
 
-std::string plot_path(const std::string& base, const std::string& trace, std::size_t count) {
+/// The output file of `trace` for option value `base` (FILE-<trace>.EXT for several traces).
+std::string plot_path(const std::string& base, const std::string& trace, std::size_t count,
+                      const std::string& ext = ".svg") {
   if (count == 1) return base;
   std::string stem = trace == "-" ? "stdin" : trace.substr(trace.find_last_of('/') + 1);
   stem = stem.substr(0, stem.rfind('.'));
-  const std::size_t dot = base.rfind(".svg");
+  const std::size_t dot = base.rfind(ext);
   const std::string head = dot == std::string::npos ? base : base.substr(0, dot);
-  return head + "-" + stem + ".svg";
+  return head + "-" + stem + ext;
 }
 
-/// Creates (empties) every plot file now, so that an unwritable path fails before any replay.
+/// Creates (empties) every plot and timeline file now, so that an unwritable path fails before
+/// any replay.
 void check_plot_paths(const cli_options& o) {
-  if (o.plot.empty()) return;
-  for (const std::string& t : o.traces) {
-    const std::string path = plot_path(o.plot, t, o.traces.size());
-    errno = 0;
-    std::ofstream f(path, std::ios::trunc);
-    if (!f) {
-      throw usage_error("--plot: cannot write " + path + ": " +
-                        (errno != 0 ? std::strerror(errno) : "unknown reason"));
+  for (const auto& [flag, base, ext] :
+       {std::tuple{"--plot", &o.plot, ".svg"}, std::tuple{"--timeline", &o.timeline, ".csv"}}) {
+    if (base->empty()) continue;
+    for (const std::string& t : o.traces) {
+      const std::string path = plot_path(*base, t, o.traces.size(), ext);
+      errno = 0;
+      std::ofstream f(path, std::ios::trunc);
+      if (!f) {
+        throw usage_error(std::string(flag) + ": cannot write " + path + ": " +
+                          (errno != 0 ? std::strerror(errno) : "unknown reason"));
+      }
     }
   }
 }
@@ -239,18 +278,25 @@ replay_result replay_median(const prepared_trace& p, const config& cfg, const cl
   return first;
 }
 
-void write_plot(trace_report& rep, const prepared_trace& p, const config& cfg,
-                const cli_options& o) {
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  if (!f) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+/// The plot and the timeline, from one sampled replay (and the baseline's, for the plot).
+void write_sampled(trace_report& rep, const prepared_trace& p, const config& cfg,
+                   const cli_options& o) {
   replay_options ro;
   ro.use_threads = !o.one_thread;
   ro.sample = true;
   ro.pools = o.pools;
   const replay_result sampled = replay(p, cfg, ro);
+  if (!rep.timeline_file.empty()) write_file(rep.timeline_file, timeline_csv(sampled));
+  if (rep.plot_file.empty()) return;
   std::optional<replay_result> base;
   if (o.baseline) base = replay(p, baseline_config(cfg), ro);
-  std::ofstream f(rep.plot_file);
-  f << render_svg(replay_plot(rep.trace, sampled, base ? &*base : nullptr));
-  if (!f) throw std::runtime_error("cannot write " + rep.plot_file + ": " + std::strerror(errno));
+  write_file(rep.plot_file, render_svg(replay_plot(rep.trace, sampled, base ? &*base : nullptr)));
 }
 
 trace_report run_trace(const trace& t, const prepared_trace& p, const config& cfg,
@@ -262,10 +308,10 @@ trace_report run_trace(const trace& t, const prepared_trace& p, const config& cf
   rep.result = replay_median(p, cfg, o, "cachalot");
   if (o.baseline) rep.baseline = replay_median(p, baseline_config(cfg), o, "pass-through");
   if (o.min_capacity) rep.min_capacity = find_min_capacity(p, cfg);
-  if (!o.plot.empty()) {
-    rep.plot_file = plot_path(o.plot, t.name == "stdin" ? "-" : t.name, o.traces.size());
-    write_plot(rep, p, cfg, o);
-  }
+  const std::string name = t.name == "stdin" ? "-" : t.name;
+  if (!o.plot.empty()) rep.plot_file = plot_path(o.plot, name, o.traces.size());
+  if (!o.timeline.empty()) rep.timeline_file = plot_path(o.timeline, name, o.traces.size(), ".csv");
+  if (!o.plot.empty() || !o.timeline.empty()) write_sampled(rep, p, cfg, o);
   return rep;
 }
 
@@ -286,13 +332,13 @@ void check_combinations(const cli_options& o) {
   if (o.capacity != 0 && names_capacity(o.config)) {
     throw usage_error("--capacity and a capacity in --config: give the capacity once");
   }
-  if (o.tune && (!o.plot.empty() || !o.pools.empty() || o.min_capacity)) {
+  if (o.tune && (!o.plot.empty() || !o.timeline.empty() || !o.pools.empty() || o.min_capacity)) {
     throw usage_error(
-        "--tune cannot be combined with --plot, --pool or --min-capacity (it "
+        "--tune cannot be combined with --plot, --timeline, --pool or --min-capacity (it "
         "reports the smallest capacity itself)");
   }
-  if (!o.tune && (o.tune_weight != 0 || o.jobs != 0)) {
-    throw usage_error("--tune-weight and --jobs go with --tune");
+  if (!o.tune && (o.tune_weight != 0 || o.jobs != 0 || o.tune_time_weight_set)) {
+    throw usage_error("--tune-weight, --tune-time-weight and --jobs go with --tune");
   }
 }
 
@@ -337,6 +383,8 @@ int tune_traces(const cli_options& o, const std::vector<trace>& traces,
   tune_request rq;
   rq.user_config = o.config;
   rq.weight = o.tune_weight;
+  rq.time_weight = o.tune_time_weight;
+  rq.time_weight_auto = o.tune_time_weight_auto;
   rq.threads = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   rq.repeat = o.repeat;
   rq.use_threads = !o.one_thread;

@@ -22,6 +22,7 @@ struct trace_report {
   replay_result result;                             ///< cachalot (ns_per_op: median of the repeats)
   std::optional<replay_result> baseline;            ///< pass-through (caching:0), when run
   std::string plot_file;                            ///< SVG written, if any
+  std::string timeline_file;                        ///< timeline CSV written, if any
   std::optional<min_capacity_result> min_capacity;  ///< when searched (--min-capacity)
 };
 
