@@ -8,11 +8,15 @@ Every key of the contract appears exactly once, in the contract's order, and not
 key is `cost_<call>`; a value is a duration (a number with a unit: ns, us, ms or s; decimals
 allowed; a bare 0 allowed) and, for calls that take a size, may be `<duration>+<duration>/GiB`.
 
-Usage: check_cost_line.py FILE             (the tool's output, or a results block; '-': stdin)
-       check_cost_line.py --run CMD ARGS   (runs CMD and checks what it prints; exit 77 is
-                                            passed through as a skip)
+Usage: check_cost_line.py [--library LIB] FILE    (the tool's output, or a results block;
+                                                   '-': stdin)
+       check_cost_line.py [--library LIB] --run CMD ARGS  (runs CMD and checks what it prints;
+                                                   exit 77 is passed through as a skip)
+With --library (a libcachalot.so), the line must also be accepted by cachalot's own config
+parser: an allocator on the simulated device is created with it through the C API.
 Prints the line and exits 0 when it is well formed; prints what is wrong and exits 1.
 """
+import ctypes
 import re
 import subprocess
 import sys
@@ -68,13 +72,35 @@ def problems(line):
     return found
 
 
-def check_text(text):
+def parser_problem(library, line):
+    """What cachalot's config parser says of `line` (None when it accepts it)."""
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError as e:
+        return f"cannot load {library}: {e}"
+    lib.cachalot_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.cachalot_create.restype = ctypes.c_int
+    lib.cachalot_destroy.argtypes = [ctypes.c_void_p]
+    lib.cachalot_last_error.restype = ctypes.c_char_p
+    handle = ctypes.c_void_p()
+    conf = ("backend:simulated,capacity:1GiB," + line).encode()
+    if lib.cachalot_create(conf, ctypes.byref(handle)) != 0:
+        return (lib.cachalot_last_error() or b"").decode()
+    lib.cachalot_destroy(handle)
+    return None
+
+
+def check_text(text, library=None):
     stripped = (l.strip().strip("`") for l in text.splitlines())  # a results block quotes it
     lines = [l[len(PREFIX):].strip() for l in stripped if l.startswith(PREFIX)]
     if len(lines) != 1:
         print(f"check_cost_line: expected one '{PREFIX}...' line, found {len(lines)}")
         return 1
     bad = problems(lines[0])
+    if not bad and library:
+        why = parser_problem(library, lines[0])
+        if why is not None:
+            bad.append(f"cachalot's config parser refuses it: {why}")
     for b in bad:
         print(f"check_cost_line: {b}")
     if not bad:
@@ -83,6 +109,10 @@ def check_text(text):
 
 
 def main(argv):
+    library = None
+    if len(argv) >= 3 and argv[1] == "--library":
+        library = argv[2]
+        argv = argv[:1] + argv[3:]
     if len(argv) >= 3 and argv[1] == "--run":
         proc = subprocess.run(argv[2:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, check=False)
@@ -92,12 +122,12 @@ def main(argv):
         if proc.returncode != 0:
             print(f"check_cost_line: {argv[2]} exited with {proc.returncode}")
             return 1
-        return check_text(proc.stdout)
+        return check_text(proc.stdout, library)
     if len(argv) != 2:
         print(__doc__)
         return 2
     text = sys.stdin.read() if argv[1] == "-" else open(argv[1], encoding="utf-8").read()
-    return check_text(text)
+    return check_text(text, library)
 
 
 if __name__ == "__main__":

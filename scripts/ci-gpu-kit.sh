@@ -6,7 +6,8 @@
 #  2. the check exits 0, its results block has one row per step of `gpu-check.sh --list` and no
 #     other, each PASS or SKIP with a reason, and the steps that run on the fake driver or the
 #     simulated device (MUST_PASS below) PASS;
-#  3. the cost-model config line is well formed (scripts/check_cost_line.py);
+#  3. the cost-model config line is well formed and cachalot's config parser takes it
+#     (scripts/check_cost_line.py);
 #  4. with one binary taken out of the bundle the check exits non-zero and that step's row says
 #     NOT BUILT.
 # Environment: JOBS (default: all cores), SKIP_BUILD=1 (reuse an existing build-gpu/).
@@ -94,7 +95,8 @@ done
 for s in "${MUST_PASS[@]}"; do
   [[ $(result_of "$block" "$s") == PASS ]] || fail "'$s' must PASS on the fake driver: $(result_of "$block" "$s")"
 done
-python3 scripts/check_cost_line.py "$block" || fail "the cost-model config line is malformed"
+python3 scripts/check_cost_line.py --library build-gpu/lib/libcachalot.so "$block" ||
+  fail "the cost-model config line is malformed"
 echo "ci-gpu-kit: ${#names[@]} step rows checked"
 
 # 4. One binary fewer.

@@ -21,8 +21,9 @@
 # (declarations against cuda.h, the loader's requests on the fake driver, the real driver's
 # entry points); the driver-API context rule (fresh process) and the driver backend against the
 # CUDA runtime; the device cost model's latencies (cachalot_device_costs, its config line checked
-# by scripts/check_cost_line.py); the core and C API suites; the Python package's GPU checks
-# (python/tests/gpu_check.py: PyTorch and CuPy through cachalot.torch / cachalot.cupy); the C++ and
+# by scripts/check_cost_line.py against the contract and cachalot's own parser); the core and C
+# API suites; the Python package's GPU checks (python/tests/gpu_check.py: PyTorch and CuPy
+# through cachalot.torch / cachalot.cupy); the C++ and
 # C examples, the PyTorch and CuPy examples; tools/gpu_hotpath (the hot path against cudaMalloc and
 # a warm cudaMallocAsync pool); cachalot_bench's GPU baselines (cudaMalloc, cudaMallocAsync, CUB)
 # beside cachalot on the same workloads.
@@ -293,8 +294,8 @@ step "${STEPS[5]}" 30 "$(b cachalot_driver_abi_test) $FAKE" \
 step "${STEPS[6]}" 60 "$(b cachalot_gpu_driver_check)" "$(b cachalot_gpu_driver_check)" --contexts
 step "${STEPS[7]}" 90 "$(b cachalot_gpu_driver_check)" "$(b cachalot_gpu_driver_check)" --bench
 TABLES[driver]=$(grep -E '^\|' "$STEP_OUT")
-step "${STEPS[8]}" 90 "$(b cachalot_device_costs)" \
-  "$PY" scripts/check_cost_line.py --run "$(b cachalot_device_costs)"
+step "${STEPS[8]}" 90 "$(b cachalot_device_costs) $LIB" \
+  "$PY" scripts/check_cost_line.py --library "$LIB" --run "$(b cachalot_device_costs)"
 TABLES[costs]=$(grep -E '^(\||device_costs: )' "$STEP_OUT")
 COST_LINE=$(grep -E '^cost-model config: ' "$STEP_OUT" | head -n 1)
 step "${STEPS[9]}" 150 "$(b core_tests)" "$(b core_tests)"

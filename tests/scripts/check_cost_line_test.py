@@ -1,12 +1,15 @@
 """scripts/check_cost_line.py accepts the cost-model config line in the contract's syntax (every
 key once, in order; durations with units; `<duration>+<duration>/GiB` for sized calls only) and
-refuses each way of breaking it."""
+refuses each way of breaking it; with --library (argv[2], a built libcachalot.so) it also refuses a
+well-formed line that cachalot's own config parser refuses (a duration above its one-hour limit).
+Usage: check_cost_line_test.py ROOT LIBCACHALOT_SO"""
 import os
 import subprocess
 import sys
 import tempfile
 
 root = sys.argv[1]
+library = sys.argv[2]
 checker = os.path.join(root, "scripts", "check_cost_line.py")
 KEYS = ["cost_segment_alloc", "cost_segment_free", "cost_range_reserve", "cost_range_release",
         "cost_chunk_create", "cost_chunk_map", "cost_chunk_access", "cost_chunk_unmap",
@@ -21,11 +24,11 @@ def line(values):
     return "cost-model config: " + ",".join(f"{k}:{values.get(k, '1.5us')}" for k in KEYS)
 
 
-def check(text):
+def check(text, options=()):
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write(text)
     try:
-        return subprocess.run([sys.executable, checker, f.name], stdout=subprocess.PIPE,
+        return subprocess.run([sys.executable, checker, *options, f.name], stdout=subprocess.PIPE,
                               text=True, check=False)
     finally:
         os.unlink(f.name)
@@ -34,8 +37,8 @@ def check(text):
 failures = []
 
 
-def expect(ok, text, why):
-    r = check(text)
+def expect(ok, text, why, options=()):
+    r = check(text, options)
     if (r.returncode == 0) != ok:
         failures.append(f"{why}: expected {'accept' if ok else 'refuse'}, got rc {r.returncode}: "
                         f"{r.stdout.strip()}")
@@ -58,6 +61,16 @@ expect(False, line(good).replace(",cost_copy:25us+40us/GiB", ""), "a missing key
 swapped = line(good).replace("cost_event_create", "X").replace("cost_event_record",
                                                                  "cost_event_create")
 expect(False, swapped.replace("X", "cost_event_record"), "keys out of order")
+
+# Through cachalot's parser: the good line is taken; two hours is well formed but above the limit.
+with_lib = ("--library", library)
+expect(True, line(good), "the contract's example form, parsed by cachalot", with_lib)
+too_long = line(good).replace("cost_stream_sync:2s", "cost_stream_sync:7200s")
+expect(True, too_long, "two hours is well formed")
+expect(False, too_long, "two hours, refused by cachalot's parser", with_lib)
+r = check(too_long, with_lib)
+if "cost_stream_sync" not in r.stdout:
+    failures.append(f"the parser's refusal should name the key: {r.stdout.strip()}")
 
 if failures:
     print("\n".join(failures))

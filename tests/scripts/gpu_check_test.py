@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 root = sys.argv[1]
+library = sys.argv[2]  # a built libcachalot.so: the cost line is parsed with it
 failures = []
 
 COST_LINE = ("cost-model config: " + ",".join(
@@ -59,6 +60,7 @@ def make_tree(tmp, glibc_floor="2.0"):
     for lib in ["lib/libcachalot.so", "fake/libcachalot_fakecuda.so"]:
         os.makedirs(os.path.dirname(os.path.join(bundle, lib)), exist_ok=True)
         open(os.path.join(bundle, lib), "w").close()
+    shutil.copy(library, os.path.join(bundle, "lib", "libcachalot.so"))
     with open(os.path.join(bundle, "MANIFEST"), "w", encoding="utf-8") as f:
         f.write(f"commit: abc\nglibc_floor: {glibc_floor}\nglibcxx_floor: 3.4.0\n")
     for py in ["python/tests/gpu_check.py", "examples/pytorch_pluggable.py",
