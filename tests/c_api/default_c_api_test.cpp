@@ -4,93 +4,24 @@
 // named and printed once; configure-before-use rules; memory fractions; malloc/free/record/
 // empty/reset/snapshot; out-of-memory errors logged with the summary; the graph-pool hooks
 // refusing loudly; CACHALOT_LOG levels.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
 #include "cachalot/hooks.h"
 #include "detail/log.hpp"
+#include "support/isolated.hpp"
 
 namespace {
 
-// What a scenario sees: it reads what the library printed on stderr so far.
-struct child {
-  FILE* err = nullptr;
-  std::string stderr_text() const {
-    std::fflush(stderr);
-    std::string text;
-    std::rewind(err);
-    char buf[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, err)) > 0) text.append(buf, n);
-    return text;
-  }
-};
-
-// A failed expectation inside the child: its message is the child's stdout.
-#define CHILD_EXPECT(cond, msg)                                                            \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #cond, std::string(msg).c_str()); \
-      std::fflush(stdout);                                                                 \
-      _exit(1);                                                                            \
-    }                                                                                      \
-  } while (0)
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
-// Runs `scenario` in a child process with CACHALOT_CONF = `conf` (nullptr: unset), the log
-// threshold `level` and stderr captured; fails the test with the child's message if it fails.
-void isolated(const char* conf, cachalot::detail::log_level level,
-              const std::function<void(child&)>& scenario) {
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(out[0]);
-    dup2(out[1], STDOUT_FILENO);
-    child c;
-    c.err = std::tmpfile();
-    dup2(fileno(c.err), STDERR_FILENO);
-    if (conf == nullptr) {
-      unsetenv("CACHALOT_CONF");
-    } else {
-      setenv("CACHALOT_CONF", conf, 1);
-    }
-    cachalot::detail::set_log_threshold(level);
-    scenario(c);
-    std::fflush(stdout);
-    _exit(0);
-  }
-  close(out[1]);
-  std::string message;
-  char buf[1024];
-  ssize_t n = 0;
-  while ((n = read(out[0], buf, sizeof buf)) > 0) message.append(buf, static_cast<std::size_t>(n));
-  close(out[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << message;
-}
-
 using cachalot::detail::log_level;
+using cachalot::test::child;
+using cachalot::test::count;
+using cachalot::test::isolated;
 
 cachalot_stats stats(int device) {
   cachalot_stats s;
@@ -288,9 +219,9 @@ TEST(default_c_api, LogLevels) {
 TEST(default_c_api, GraphPoolHooksRouteToAPoolAndGiveItBack) {
   isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child&) {
     // PyTorch's MempoolId_t (1, 0): begin routes every stream (NULL filter) to a graph pool.
-    CHILD_EXPECT(cachalot_torch_begin_allocate_to_pool(0, 1, 0, nullptr, nullptr) ==
-                     CACHALOT_SUCCESS,
-                 cachalot_last_error());
+    CHILD_EXPECT(
+        cachalot_torch_begin_allocate_to_pool(0, 1, 0, nullptr, nullptr) == CACHALOT_SUCCESS,
+        cachalot_last_error());
     void* p = nullptr;
     CHILD_EXPECT(cachalot_default_malloc(0, &p, 4096, nullptr) == CACHALOT_SUCCESS,
                  cachalot_last_error());
