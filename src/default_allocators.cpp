@@ -78,11 +78,11 @@ std::string canonical(config c) {
   }
 }
 
-// Creates the allocator of `s` (g_mutex held). Logs what it runs on, or why it cannot run.
-allocator* create(slot& s, int device) {
-  config cfg;
+// The config in force (g_mutex held), or an invalid_argument saying that the default
+// allocators cannot start (printed once on stderr).
+config checked_base_config() {
   try {
-    cfg = base_config();
+    return base_config();
   } catch (const invalid_argument& e) {
     const std::string message = detail::format(
         "the default allocators cannot start: {}; every allocation through them "
@@ -91,21 +91,34 @@ allocator* create(slot& s, int device) {
     detail::log_once(detail::log_level::error, message);
     throw invalid_argument(message, e.file(), e.line());
   }
-  const std::string base = canonical(cfg);
+}
+
+// The config the allocator of `s` is created with (g_mutex held): `base` for `device`, with
+// the slot's memory fraction, and backend:auto taken as CUDA.
+config config_for(const slot& s, config cfg, int device) {
   cfg.device = device;
   if (s.fraction_set) {
     cfg.memory_fraction = s.fraction;
     cfg.memory_limit = 0;
   }
-  const bool asked_simulated = cfg.backend == backend_kind::simulated;
   if (cfg.backend == backend_kind::automatic) cfg.backend = backend_kind::cuda;
+  return cfg;
+}
+
+// Creates the allocator of `s` (g_mutex held). Logs what it runs on, or why it cannot run.
+allocator* create(slot& s, int device) {
+  const config base_cfg = checked_base_config();
+  const std::string base = canonical(base_cfg);
+  const bool asked_simulated = base_cfg.backend == backend_kind::simulated;
+  const config cfg = config_for(s, base_cfg, device);
   allocator* a = nullptr;
   try {
     a = new allocator(cfg);  // leaked on purpose: see cachalot/default.hpp
   } catch (const error& e) {
     const std::string message =
         asked_simulated
-            ? detail::format("the default allocator of device {} cannot start: {}", device, e.what())
+            ? detail::format("the default allocator of device {} cannot start: {}", device,
+                             e.what())
             : detail::format(
                   "the default allocator of device {} cannot start on CUDA: {}. Default "
                   "allocators never fall back to the simulated device; to use it "
@@ -118,9 +131,9 @@ allocator* create(slot& s, int device) {
   const device_memory_info mi = a->backend().memory_info();
   detail::log(detail::log_level::info,
               detail::format("default allocator of device {}: backend {}, device memory {} ({} "
-                          "free), config {}",
-                          device, a->backend().name(), format_bytes(mi.total),
-                          format_bytes(mi.free), a->get_config().to_string()));
+                             "free), config {}",
+                             device, a->backend().name(), format_bytes(mi.total),
+                             format_bytes(mi.free), a->get_config().to_string()));
   if (asked_simulated) {
     detail::log_once(detail::log_level::warn,
                      "the default allocators run on the SIMULATED device (backend:simulated in "
@@ -136,8 +149,8 @@ void check_unchanged(const std::string& text) {
     if (s.created_from != nullptr && *s.created_from != text) {
       throw invalid_argument(
           detail::format("the default allocator of device {} exists already with config '{}'; "
-                      "configure the default allocators before their first use",
-                      d, *s.created_from),
+                         "configure the default allocators before their first use",
+                         d, *s.created_from),
           __FILE__, __LINE__);
     }
   }
@@ -156,6 +169,14 @@ allocator& default_allocator(int device) {
     s.instance.store(a, std::memory_order_release);
   }
   return *a;
+}
+
+config default_allocator_config(int device) {
+  check_device("default_allocator_config", device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const slot& s = g_slots[device];
+  if (allocator* a = s.instance.load(std::memory_order_acquire)) return a->get_config();
+  return config_for(s, checked_base_config(), device);
 }
 
 allocator* default_allocator_if_created(int device) noexcept {
@@ -199,8 +220,8 @@ void configure_default_allocators_from_environment() {
 void set_default_memory_fraction(int device, double fraction) {
   check_device("set_default_memory_fraction", device);
   if (!(fraction >= 0.0 && fraction <= 1.0)) {
-    throw invalid_argument(detail::format("memory fraction {} is not in [0, 1]", fraction), __FILE__,
-                           __LINE__);
+    throw invalid_argument(detail::format("memory fraction {} is not in [0, 1]", fraction),
+                           __FILE__, __LINE__);
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   slot& s = g_slots[device];
@@ -208,9 +229,9 @@ void set_default_memory_fraction(int device, double fraction) {
     // The allocator resolved its fraction into a byte limit; the slot remembers what was set.
     if (s.fraction_set && s.fraction == fraction) return;
     throw not_supported(detail::format("the default allocator of device {} exists already (memory "
-                                    "limit {}); set its memory fraction before its first "
-                                    "allocation, or use config key memory_limit",
-                                    device, format_bytes(a->get_config().memory_limit)),
+                                       "limit {}); set its memory fraction before its first "
+                                       "allocation, or use config key memory_limit",
+                                       device, format_bytes(a->get_config().memory_limit)),
                         __FILE__, __LINE__);
   }
   s.fraction = fraction;

@@ -12,6 +12,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
+#include "cachalot/config.hpp"
 #include "cachalot/hooks.h"
 #include "detail/log.hpp"
 #include "support/isolated.hpp"
@@ -179,6 +180,62 @@ TEST(default_c_api, AllocateFreeRecordEmptyReset) {
         cachalot_default_memory_snapshot(2, small, sizeof small, nullptr) == CACHALOT_SUCCESS &&
             std::string(small) == "{\"d",
         small);
+  });
+}
+
+// Stats, summary and snapshot before the first allocation are zeros and create nothing, so
+// that configuring afterwards still works (as torch.cuda.memory_stats() before CUDA starts).
+TEST(default_c_api, ReadingBeforeFirstUseCreatesNothing) {
+  isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child& c) {
+    cachalot_stats s = stats(0);
+    CHILD_EXPECT(s.size == sizeof s, "filled whole");
+    CHILD_EXPECT(s.reserved_bytes.all.current == 0 && s.allocated_bytes.all.peak == 0 &&
+                     s.num_allocs == 0 && s.num_segment_allocs == 0 && s.num_streams == 0,
+                 "zeros");
+    CHILD_EXPECT(s.max_split_size == cachalot::config{}.max_split_size, "the config's");
+    std::size_t needed = 0;
+    CHILD_EXPECT(cachalot_default_memory_summary(0, nullptr, 0, &needed) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    std::string summary(needed, '\0');
+    cachalot_default_memory_summary(0, summary.data(), needed, nullptr);
+    summary.resize(needed - 1);
+    CHILD_EXPECT(summary.find("device 0: no default allocator yet") != std::string::npos, summary);
+    CHILD_EXPECT(summary.find("simulated backend") != std::string::npos, summary);
+    CHILD_EXPECT(summary.find("| Allocated memory") != std::string::npos, summary);
+    std::string snap(256, '\0');
+    CHILD_EXPECT(
+        cachalot_default_memory_snapshot(3, snap.data(), snap.size(), nullptr) == CACHALOT_SUCCESS,
+        cachalot_last_error());
+    CHILD_EXPECT(
+        snap.c_str() == std::string(R"x({"device":3,"backend":"simulated","segments":[]})x"), snap);
+    for (int d : {0, 3}) CHILD_EXPECT(cachalot_default_exists(d) == 0, "nothing created");
+    // So another config can still be set, and it is the one used.
+    CHILD_EXPECT(cachalot_default_configure("backend:simulated,capacity:2GiB") == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 1536u << 20, nullptr) == CACHALOT_SUCCESS,
+                 "the 2 GiB device");
+    CHILD_EXPECT(stats(0).allocated_bytes.all.current == 1536u << 20, "now the allocator's");
+    CHILD_EXPECT(count(c.stderr_text(), "[error]") == 0, c.stderr_text());
+  });
+  // Without a usable driver the stats are zeros too (the error comes with the first allocation).
+  isolated("backend:cuda", log_level::warn, [](child&) {
+    if (cachalot::cuda_device_count() > 0) return;
+    CHILD_EXPECT(stats(0).num_allocs == 0 && cachalot_default_exists(0) == 0, "zeros");
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 64, nullptr) != CACHALOT_SUCCESS, "no device");
+  });
+  // A bad config is an error, named once on stderr, and still creates nothing.
+  isolated("memory_limt:90%", log_level::warn, [](child& c) {
+    cachalot_stats s;
+    cachalot_stats_init(&s);
+    for (int i = 0; i < 2; ++i) {
+      CHILD_EXPECT(cachalot_default_get_stats(0, &s) == CACHALOT_ERROR_INVALID_ARGUMENT, "bad");
+    }
+    CHILD_EXPECT(std::string(cachalot_last_error()).find("memory_limt") != std::string::npos,
+                 cachalot_last_error());
+    CHILD_EXPECT(count(c.stderr_text(), "memory_limt") == 1, c.stderr_text());
+    CHILD_EXPECT(cachalot_default_exists(0) == 0, "nothing created");
   });
 }
 
