@@ -245,7 +245,9 @@ void* default_allocate(int device, std::size_t size, stream_t stream) {
   try {
     return a.allocate(size, stream);
   } catch (const out_of_memory& e) {
-    if (log_enabled(log_level::warn)) log_oom(device, e.what(), a.memory_summary());
+    if (log_enabled(log_level::warn)) {
+      log_oom(device, e.what(), log_enabled(log_level::info) ? a.memory_summary() : std::string());
+    }
     throw;
   }
 }

@@ -6,7 +6,8 @@
  *
  * No C++ exception crosses these functions. A failing hook stores a message that
  * cachalot_last_error() returns on the same thread and prints it on stderr (an out-of-memory
- * error with the memory summary; a config or driver error once). The malloc hooks then return
+ * error as one warn line, its memory summary at CACHALOT_LOG=info; a config or driver error
+ * once). The malloc hooks then return
  * NULL. Neither PyTorch's CUDAPluggableAllocator nor CuPy's CFunctionAllocator checks the
  * pointer (torch/csrc/cuda/CUDAPluggableAllocator.cpp wraps it in a DataPtr as it is;
  * cupy/cuda/memory.pyx, CFunctionAllocatorMemory, stores it as the array's pointer): a NULL

@@ -2,8 +2,8 @@
 // default allocators live as long as their process: never the simulated device unless asked
 // for, a clear error naming the cause otherwise (printed once on stderr); a bad CACHALOT_CONF
 // named and printed once; configure-before-use rules; memory fractions; malloc/free/record/
-// empty/reset/snapshot; out-of-memory errors logged with the summary; the graph-pool hooks
-// refusing loudly; CACHALOT_LOG levels.
+// empty/reset/snapshot; reading before first use creating nothing; out-of-memory errors logged
+// as one line (the summary at info); the graph-pool hooks refusing loudly; CACHALOT_LOG levels.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -249,9 +249,24 @@ TEST(default_c_api, OutOfMemoryIsLoggedWithTheSummary) {
     CHILD_EXPECT(
         count(err, "cachalot [warn] cachalot: out of memory: tried to allocate 2.00 GiB") == 2,
         err);
-    CHILD_EXPECT(count(err, "cachalot [warn] | Reserved memory") == 2, err);
+    CHILD_EXPECT(count(err, "Reserved memory") == 0, "no summary at warn: " + err);
     CHILD_EXPECT(count(err, "SIMULATED") == 1, err);  // the explicit simulated device, once
+    // One line per error, after the one line of the simulated device.
+    CHILD_EXPECT(cachalot::test::lines(err) == 3, err);
+    CHILD_EXPECT(count(err, "(CACHALOT_LOG=info adds the memory summary)\n") == 2, err);
     CHILD_EXPECT(stats(0).num_ooms == 2, "counted");
+  });
+  // At info, each error's line (warn) is followed by the summary (info).
+  isolated("backend:simulated,capacity:1GiB", log_level::info, [](child& c) {
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 2u << 30, nullptr) == CACHALOT_ERROR_OUT_OF_MEMORY,
+                 "2 GiB on 1 GiB");
+    const std::string err = c.stderr_text();
+    const std::size_t oom = err.find("cachalot [warn] cachalot: out of memory");
+    CHILD_EXPECT(oom != std::string::npos, err);
+    CHILD_EXPECT(err.find("cachalot [info] |======", oom) == err.find('\n', oom) + 1, err);
+    CHILD_EXPECT(count(err, "cachalot [info] | Reserved memory") == 1, err);
+    CHILD_EXPECT(count(err, "adds the memory summary") == 0, err);
   });
 }
 
