@@ -55,6 +55,11 @@ typedef struct cachalot_pool_stats {
 
 /** Counters of an allocator (bytes unless named otherwise), filled by cachalot_get_stats().
  *
+ *  Where torch.cuda.memory_stats() names a counter otherwise: its "allocation" is
+ *  `allocations`, "segment" is `segments`, "num_device_alloc" is `num_segment_allocs` and
+ *  "num_device_free" is `num_segment_frees` (C++'s memory_stats has accessors by PyTorch's
+ *  names; C has none, since a second name would be a second field and the struct only grows).
+ *
  *  Extensible: the caller sets `size` to sizeof(cachalot_stats) of the header it was built
  *  with (cachalot_stats_init() does it); the library writes only the fields that fit in `size`
  *  bytes and that it knows, leaves every byte past them untouched, and sets `size` to the
