@@ -53,7 +53,8 @@ struct trace {
   pytorch_figures pytorch;          ///< from "# pytorch.*" comment lines, if any
 };
 
-/// A malformed trace: the message names the file and the line ("FILE:LINE: what").
+/// A malformed trace: the message names the file and the line ("FILE:LINE: what"), or only the
+/// file when it cannot be read at all ("FILE: cannot open: reason").
 class trace_error : public std::runtime_error {
  public:
   trace_error(const std::string& file, std::size_t line, const std::string& what);
@@ -82,19 +83,30 @@ trace parse_trace_text(std::string_view text, const std::string& name);
 /// @throws trace_error (also when the file cannot be opened: the message gives the reason)
 trace load_trace(const std::string& path);
 
+/// An allocation of a pointer that was live already (the first few are named in reports).
+struct duplicate_allocation {
+  std::uintptr_t pointer = 0;  ///< the pointer
+  std::size_t line = 0;        ///< the line of the second allocation
+  std::size_t live_since = 0;  ///< the line of the allocation still live
+};
+
+/// How many duplicate allocations a summary names.
+inline constexpr std::size_t named_duplicates = 3;
+
 /// Figures computed from the trace alone, without replaying it.
 struct trace_summary {
-  std::size_t ops = 0;                    ///< allocate and free lines (failures excluded)
-  std::size_t allocations = 0;            ///< allocate lines
-  std::size_t frees = 0;                  ///< free lines
-  std::size_t recorded_failures = 0;      ///< "allocate failure" lines
-  std::size_t unknown_frees = 0;          ///< frees of a pointer that is not live
-  std::size_t duplicate_allocations = 0;  ///< allocations of a pointer that is already live
-  std::size_t threads = 0;                ///< distinct threads
-  std::size_t streams = 0;                ///< distinct streams
-  std::size_t peak_requested_bytes = 0;   ///< highest sum of live sizes
-  std::size_t largest_allocation = 0;     ///< biggest single allocation
-  pytorch_figures pytorch;                ///< PyTorch's figures, when the trace carries them
+  std::size_t ops = 0;                           ///< allocate and free lines (failures excluded)
+  std::size_t allocations = 0;                   ///< allocate lines
+  std::size_t frees = 0;                         ///< free lines
+  std::size_t recorded_failures = 0;             ///< "allocate failure" lines
+  std::size_t unknown_frees = 0;                 ///< frees of a pointer that is not live
+  std::size_t duplicate_allocations = 0;         ///< allocations of a pointer that is already live
+  std::vector<duplicate_allocation> duplicates;  ///< the first named_duplicates of them
+  std::size_t threads = 0;                       ///< distinct threads
+  std::size_t streams = 0;                       ///< distinct streams
+  std::size_t peak_requested_bytes = 0;          ///< highest sum of live sizes
+  std::size_t largest_allocation = 0;            ///< biggest single allocation
+  pytorch_figures pytorch;                       ///< PyTorch's figures, when the trace carries them
 };
 
 /// Walks the trace and computes its summary.

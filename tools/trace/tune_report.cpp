@@ -87,6 +87,7 @@ struct trace_pair {
   const prepared_trace* trace = nullptr;
   replay_result base, best;
   min_capacity_result base_min, best_min;
+  std::string base_config, best_config;  // the configs replayed (to_string)
 };
 
 /// The min-capacity searches of every trace for both configs, in parallel.
@@ -228,11 +229,12 @@ std::string json_output(const tune_result& res, const std::vector<trace_pair>& p
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const trace_pair& tp = pairs[i];
     out += fmt::format(
-        "{}{{\"trace\":{},\"trace_peak_requested_bytes\":{},\"default\":{{{}}},"
-        "\"recommended\":{{{}}},\"default_min_capacity\":{},\"recommended_min_capacity\":{}",
+        "{}{{\"trace\":{},\"trace_peak_requested_bytes\":{},\"default_config\":{},"
+        "\"recommended_config\":{},\"default\":{{{}}},\"recommended\":{{{}}},"
+        "\"default_min_capacity\":{},\"recommended_min_capacity\":{}",
         i == 0 ? "" : ",", json_string(tp.trace->name), tp.trace->summary.peak_requested_bytes,
-        json_figures(tp.base), json_figures(tp.best), json_min_capacity(tp.base_min),
-        json_min_capacity(tp.best_min));
+        json_string(tp.base_config), json_string(tp.best_config), json_figures(tp.base),
+        json_figures(tp.best), json_min_capacity(tp.base_min), json_min_capacity(tp.best_min));
     if (tp.trace->summary.pytorch.present) {
       out += fmt::format(",\"pytorch_peak_reserved_bytes\":{}",
                          tp.trace->summary.pytorch.peak_reserved);
@@ -278,6 +280,8 @@ int run_tune(const std::vector<const prepared_trace*>& traces, const std::vector
     pairs[i].trace = traces[i];
     pairs[i].base = res.base.runs.at(i);
     pairs[i].best = res.best.runs.at(i);
+    pairs[i].base_config = bases[i].to_string();
+    pairs[i].best_config = best[i].to_string();
   }
   if (o.progress) o.progress("smallest capacities");
   min_capacities(pairs, bases, best, rq.threads);
