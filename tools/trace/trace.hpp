@@ -79,7 +79,8 @@ inline constexpr std::size_t max_trace_size = std::size_t{1} << 50;
 trace parse_trace(std::istream& in, const std::string& name);
 /// Parses a trace from text (tests). @throws trace_error
 trace parse_trace_text(std::string_view text, const std::string& name);
-/// Reads and parses a trace file; "-" reads standard input (named "stdin" in messages).
+/// Reads and parses a trace file; "-" reads standard input (named "stdin" in messages), a file
+/// named *.gz is decompressed by `gzip -dc`.
 /// @throws trace_error (also when the file cannot be opened: the message gives the reason)
 trace load_trace(const std::string& path);
 
