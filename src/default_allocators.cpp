@@ -4,12 +4,14 @@
 // through pointers), so it is usable from any static initializer or atexit handler and is
 // never destroyed. Invariants: a slot's pointer is either null or a fully constructed
 // allocator that lives until the process ends; a slot's `created_from` is set exactly when its
-// pointer is; a default allocator runs on CUDA unless its config names the simulated device.
+// pointer is; a default allocator runs on CUDA unless its config names the simulated device;
+// the per-thread default stream (cudaStreamPerThread) is served on one thread only (below).
 #include "cachalot/default.hpp"
 
 #include "detail/format.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -156,6 +158,61 @@ void check_unchanged(const std::string& text) {
   }
 }
 
+// --- cudaStreamPerThread ----------------------------------------------------------------------
+// The handle 0x2 (cudaStreamPerThread, CU_STREAM_PER_THREAD) names the calling thread's
+// per-thread default stream: a different stream on every thread (CuPy passes it from every
+// thread with CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1: cupy/cuda/stream.pyx, get_default_stream
+// and Stream(ptds=True)). The engine keys streams by handle, so one key cannot stand for many
+// streams: the first thread that passes 0x2 owns it for the process; allocations and
+// record_stream on 0x2 from any other thread are refused (not_supported, saying what to do
+// instead); a free on 0x2 from another thread first waits for that thread's per-thread stream
+// (an event recorded on it and synchronized: a host wait, made here, so not in the engine's
+// num_device_syncs), then frees the block on its own stream, so nothing is lost and no block
+// is reused before that thread's work on it is done.
+
+constexpr std::uintptr_t per_thread_stream = 0x2;
+std::atomic<std::uint64_t> g_per_thread_owner{0};  // thread number of the owner; 0: none yet
+std::atomic<std::uint64_t> g_thread_numbers{1};
+
+bool is_per_thread(stream_t s) noexcept {
+  return reinterpret_cast<std::uintptr_t>(s) == per_thread_stream;
+}
+
+// True when the calling thread owns 0x2 (taking it if nobody does).
+bool owns_per_thread_stream() noexcept {
+  thread_local const std::uint64_t me = g_thread_numbers.fetch_add(1, std::memory_order_relaxed);
+  std::uint64_t owner = 0;
+  if (g_per_thread_owner.compare_exchange_strong(owner, me, std::memory_order_acq_rel)) return true;
+  return owner == me;
+}
+
+[[noreturn]] void refuse_per_thread_stream(const char* what) {
+  throw not_supported(
+      detail::format("{} on stream cudaStreamPerThread (0x2) from a second thread: 0x2 names a "
+                     "different stream on every thread, and the default allocators serve it on "
+                     "the first thread that used it only (a block freed on one thread's stream "
+                     "could be reused on another's before the work on it completed). Give each "
+                     "thread a stream of its own (cudaStreamCreate, cupy.cuda.Stream()), or "
+                     "leave per-thread default streams off (CuPy: unset "
+                     "CUPY_CUDA_PER_THREAD_DEFAULT_STREAM)",
+                     what),
+      __FILE__, __LINE__);
+}
+
+// Waits until the work queued so far on the calling thread's per-thread stream has completed.
+void wait_for_per_thread_stream(allocator& a) {
+  device_backend& b = a.backend();
+  const event_t e = b.create_event();
+  try {
+    b.record_event(e, reinterpret_cast<stream_t>(per_thread_stream));
+    b.synchronize_event(e);
+  } catch (...) {
+    b.destroy_event(e);
+    throw;
+  }
+  b.destroy_event(e);
+}
+
 }  // namespace
 
 allocator& default_allocator(int device) {
@@ -241,6 +298,7 @@ void set_default_memory_fraction(int device, double fraction) {
 namespace detail {
 
 void* default_allocate(int device, std::size_t size, stream_t stream) {
+  if (is_per_thread(stream) && !owns_per_thread_stream()) refuse_per_thread_stream("allocation");
   allocator& a = default_allocator(device);
   try {
     return a.allocate(size, stream);
@@ -254,8 +312,13 @@ void* default_allocate(int device, std::size_t size, stream_t stream) {
 
 void default_free(int device, void* ptr, std::size_t size, stream_t stream) {
   if (ptr == nullptr) return;
+  const bool foreign_per_thread = is_per_thread(stream) && !owns_per_thread_stream();
   auto release = [&](allocator& a) {
-    if (size != 0) {
+    if (foreign_per_thread) {  // this thread's per-thread stream is not the owner's: see above
+      if (!a.owns(ptr)) return a.deallocate(ptr);  // explains why it is not live
+      wait_for_per_thread_stream(a);
+      a.deallocate(ptr);
+    } else if (size != 0) {
       a.deallocate(ptr, size, stream);
     } else {
       a.deallocate(ptr, stream);
@@ -277,6 +340,7 @@ void default_free(int device, void* ptr, std::size_t size, stream_t stream) {
 }
 
 void default_record_stream(void* ptr, stream_t stream) {
+  if (is_per_thread(stream) && !owns_per_thread_stream()) refuse_per_thread_stream("record_stream");
   allocator* owner = default_allocator_owning(ptr);
   if (owner == nullptr) {
     throw invalid_pointer(

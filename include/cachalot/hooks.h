@@ -21,6 +21,11 @@
  * cachalot_torch_empty_cache, set_memory_fraction_fn cachalot_torch_set_memory_fraction, and
  * the graph-pool setters through the cachalot_torch_*_pool functions (below).
  *
+ * cudaStreamPerThread (0x2) is a different stream on every thread: every hook serves it on the
+ * first thread that passes it and refuses allocation and record_stream on it from others
+ * (CACHALOT_ERROR_NOT_SUPPORTED, logged); a free on it from another thread waits for that
+ * thread's stream, then frees the block on its own stream.
+ *
  * CuPy (cupy.cuda.memory.CFunctionAllocator): CuPy passes no stream, so the CuPy hooks
  * allocate and free on the legacy default (NULL) stream. That is safe for work on the default
  * stream and on blocking streams (which synchronize with it); with non-blocking streams, free

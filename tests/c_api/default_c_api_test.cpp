@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
@@ -236,6 +237,59 @@ TEST(default_c_api, ReadingBeforeFirstUseCreatesNothing) {
                  cachalot_last_error());
     CHILD_EXPECT(count(c.stderr_text(), "memory_limt") == 1, c.stderr_text());
     CHILD_EXPECT(cachalot_default_exists(0) == 0, "nothing created");
+  });
+}
+
+// cudaStreamPerThread (0x2) names another stream on every thread: the default allocators serve
+// it on the first thread that uses it; another thread's allocation or record_stream on it is
+// refused with a message, and its free waits for that thread's stream, then frees the block on
+// its own stream (nothing lost, stats exact).
+TEST(default_c_api, PerThreadDefaultStreamIsOneThreadsStream) {
+  isolated("backend:simulated,capacity:1GiB", log_level::off, [](child&) {
+    void* const ptds = reinterpret_cast<void*>(0x2);
+    void* mine = nullptr;
+    void* kept = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &mine, 4096, ptds) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_malloc(0, &kept, 4096, ptds) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_free(0, mine, 4096, ptds) == CACHALOT_SUCCESS, "same thread");
+    std::string refused, record_refused;
+    cachalot_status other = CACHALOT_SUCCESS, record = CACHALOT_SUCCESS,
+                    own_stream = CACHALOT_ERROR_BACKEND, free_there = CACHALOT_ERROR_BACKEND;
+    void* hook = reinterpret_cast<void*>(1);
+    std::thread second([&] {
+      void* p = nullptr;
+      other = cachalot_default_malloc(0, &p, 4096, ptds);
+      refused = cachalot_last_error();
+      hook = cachalot_torch_malloc(4096, 0, ptds);
+      record = cachalot_default_record_stream(kept, ptds);
+      record_refused = cachalot_last_error();
+      void* q = nullptr;
+      own_stream = cachalot_default_malloc(0, &q, 4096, reinterpret_cast<void*>(0x300));
+      cachalot_default_free(0, q, 4096, reinterpret_cast<void*>(0x300));
+      free_there = cachalot_default_free(0, kept, 4096, ptds);  // waits, then frees
+    });
+    second.join();
+    CHILD_EXPECT(other == CACHALOT_ERROR_NOT_SUPPORTED, cachalot_status_string(other));
+    CHILD_EXPECT(refused.find("allocation on stream cudaStreamPerThread (0x2) from a second "
+                              "thread") != std::string::npos,
+                 refused);
+    CHILD_EXPECT(refused.find("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM") != std::string::npos, refused);
+    CHILD_EXPECT(hook == nullptr, "the hook returns NULL");
+    CHILD_EXPECT(record == CACHALOT_ERROR_NOT_SUPPORTED, record_refused);
+    CHILD_EXPECT(
+        record_refused.find("record_stream on stream cudaStreamPerThread") != std::string::npos,
+        record_refused);
+    CHILD_EXPECT(own_stream == CACHALOT_SUCCESS, "a stream of its own is fine");
+    CHILD_EXPECT(free_there == CACHALOT_SUCCESS, "a free from there is served");
+    const cachalot_stats st = stats(0);
+    CHILD_EXPECT(st.allocated_bytes.all.current == 0, "every block freed, nothing lost");
+    CHILD_EXPECT(st.num_deferred_frees == 0, "freed on its own stream after the wait");
+    // The owner thread keeps its stream, and reuses the block freed from the other thread.
+    void* again = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &again, 4096, ptds) == CACHALOT_SUCCESS, "owner");
+    CHILD_EXPECT(again == kept || again == mine, "reused");
   });
 }
 
