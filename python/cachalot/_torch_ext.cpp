@@ -172,8 +172,10 @@ uint64_t route_key(Handle h) {
 }
 
 // Generation 1's route: streams capturing into capture `id` (what PyTorch's own allocator of
-// that generation routes, by cudaStreamGetCaptureInfo).
-[[maybe_unused]] bool captures_into(cudaStream_t stream, unsigned long long id) {
+// that generation routes, by cudaStreamGetCaptureInfo). A template, instantiated only where
+// generation 1 is wired, so that no other build refers to the runtime's symbol.
+template <class Stream>
+bool captures_into(Stream stream, unsigned long long id) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long stream_id = 0;
   if (cudaStreamGetCaptureInfo(stream, &status, &stream_id) != cudaSuccess) return false;
