@@ -372,7 +372,6 @@ class engine {
   std::size_t drain_released();
   void retire_if_empty(pool_record& pool);
   void end_all_routes() noexcept;
-  std::string pools_summary() const;
 
   config cfg_;
   std::shared_ptr<device_backend> backend_;

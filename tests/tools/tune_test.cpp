@@ -313,6 +313,16 @@ TEST_F(TuneCli, PrintsTheLineAndTheComparisonTheSameEachRun) {
   EXPECT_NE(json.find("\"recommended\":\"mid_size:4MiB,large_segment:8MiB\""), json.npos) << json;
   EXPECT_NE(json.find("\"recommended_is_default\":false"), json.npos);
   EXPECT_NE(json.find("\"ooms\":1,"), json.npos);
+  // The configs replayed, whole: the default, and the default with the recommendation applied.
+  EXPECT_NE(json.find("\"default_config\":\"backend:simulated,device:0,capacity:41943040B,"),
+            json.npos)
+      << json;
+  const std::size_t at = json.find("\"recommended_config\":\"");
+  ASSERT_NE(at, json.npos) << json;
+  const std::string best = json.substr(at + 22, json.find('"', at + 22) - at - 22);
+  EXPECT_NE(best.find("large_segment:8388608B"), best.npos) << best;
+  EXPECT_NE(best.find("mid_size:4194304B"), best.npos) << best;
+  EXPECT_NE(best.find("capacity:41943040B"), best.npos) << best;
 }
 
 TEST_F(TuneCli, RefusesWhatDoesNotGoTogether) {
