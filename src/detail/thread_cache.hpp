@@ -149,7 +149,7 @@ struct alignas(128) tc_lane : stats_holder {
   /// Guards everything in the lane (taken after its stream's lock, if both). The hot path only
   /// tries it: a lane busy with another thread of its slot (or a drain) is skipped for that
   /// call, the stream serves it.
-  spinlock lock;
+  lane_lock lock;
   std::uint32_t count = 0;
   /// `count`, readable without the lock: a hit skips the lock of an empty lane (a stale value
   /// only costs a needless try, or a miss).
