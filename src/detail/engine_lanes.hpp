@@ -14,7 +14,8 @@ inline block* engine::tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std:
     return size >= rounded && !should_split_size(pool, size, rounded);
   };
   std::size_t over_ceiling = 0;  // the size of a block whose stats crossed a ceiling
-  if (l.filled.load(std::memory_order_relaxed) == 0 || l.skip_cold() || !l.lock.try_lock())
+  // (The cold period counts down before the empty check: a lane drained while cold comes back.)
+  if (l.skip_cold() || l.filled.load(std::memory_order_relaxed) == 0 || !l.lock.try_lock())
       [[unlikely]]
     return nullptr;  // another thread of this lane's slot is in it: the stream serves
   block* b = l.take(pool, requested, false, &over_ceiling, fits);

@@ -80,7 +80,8 @@ struct alignas(128) tc_lane : stats_holder {
   }
 
   /// Hot path, no lock: true if the lane is cold (its recent lookups missed), counting this
-  /// allocation off the cold period; a cold lane is skipped by allocations and frees.
+  /// allocation off the cold period (whether the lane holds blocks or not: a drained lane comes
+  /// back too); a cold lane is skipped by allocations and frees.
   bool skip_cold() noexcept {
     const std::uint32_t c = cold.load(std::memory_order_relaxed);
     if (c == 0) [[likely]]

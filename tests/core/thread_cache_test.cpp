@@ -2,7 +2,8 @@
 // stats and come back to that thread; several threads on one stream keep every invariant;
 // threads that exit leave nothing unaccounted; empty_cache, trim and the out-of-memory path
 // take back what lanes hold, from any thread; an allocator destroyed while a thread still has
-// blocks in its lanes is no hazard; the config keys switch it off and size it.
+// blocks in its lanes is no hazard; a lane drained while cold comes back; the config keys switch
+// it off and size it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -310,6 +311,34 @@ TEST(thread_cache, SeveralThreadsOnOneStreamKeepEveryInvariant) {
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
   expect_device_matches(a, *dev);
+}
+
+TEST(thread_cache, ALaneDrainedWhileColdComesBack) {
+  // The calling thread's lane on stream 1 goes cold (32 lookups in a row miss its one 512 B
+  // block; no growth, which would drain it), and empty_cache drains it during its cold
+  // period. The cold period still ends: after it the lane keeps freed blocks apart again
+  // (without the lane they coalesce in the stream).
+  allocator a(config{}, device());
+  void* tiny = a.allocate(512, s(1));
+  std::vector<void*> held;
+  held.push_back(a.allocate(KiB, s(1)));  // (the segment stays live through empty_cache)
+  a.deallocate(tiny);                     // into the lane
+  for (int i = 0; i < 32; ++i) held.push_back(a.allocate(KiB, s(1)));  // 32 misses: cold
+  a.empty_cache();  // drains the lane: empty now, and cold for 64 allocations
+  for (int i = 0; i < 100; ++i) held.push_back(a.allocate(KiB, s(1)));  // (the cold period)
+  void* x = a.allocate(KiB, s(1));
+  void* y = a.allocate(KiB, s(1));
+  void* z = a.allocate(KiB, s(1));
+  ASSERT_EQ(static_cast<char*>(y), static_cast<char*>(x) + KiB);
+  ASSERT_EQ(static_cast<char*>(z), static_cast<char*>(y) + KiB);
+  a.deallocate(y);  // into the lane, both, kept apart; in the stream they join the free rest
+  a.deallocate(z);
+  void* w = a.allocate(2 * KiB, s(1));  // no lane block fits: from the free rest, after z
+  EXPECT_EQ(static_cast<char*>(w), static_cast<char*>(z) + KiB)
+      << "the lane refused the frees: it stayed cold after the drain";
+  for (void* p : {x, w}) a.deallocate(p);
+  for (void* p : held) a.deallocate(p);
+  expect_stats_match_snapshot(a);
 }
 
 TEST(thread_cache, ConfigKeys) {
