@@ -2,8 +2,8 @@
 // stats and come back to that thread; several threads on one stream keep every invariant;
 // threads that exit leave nothing unaccounted; empty_cache, trim and the out-of-memory path
 // take back what lanes hold, from any thread; an allocator destroyed while a thread still has
-// blocks in its lanes is no hazard; a lane drained while cold comes back; the config keys switch
-// it off and size it.
+// blocks in its lanes is no hazard; no reader sees a block a lane evicts counted as allocated;
+// a lane drained while cold comes back; the config keys switch it off and size it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,6 +16,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
+#include "detail/thread_cache.hpp"
 #include "support/invariants.hpp"
 
 namespace cachalot::testing {
@@ -311,6 +312,35 @@ TEST(thread_cache, SeveralThreadsOnOneStreamKeepEveryInvariant) {
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
   expect_device_matches(a, *dev);
+}
+
+TEST(thread_cache, NoReaderSeesABlockALaneEvictsAsAllocated) {
+  // A lane of one block: the free of q evicts p (freed long before) for its stream to free.
+  // A reader at the eviction (the test hook runs where a racing stats() or snapshot() would,
+  // once the lane is unlocked) sees q's free done or not yet, but never p allocated again.
+  allocator a(config::parse("backend:simulated,capacity:1GiB,thread_cache:1"));
+  void* p = a.allocate(4 * KiB, s(1));
+  void* q = a.allocate(8 * KiB, s(1));
+  a.deallocate(p);  // into the lane
+  struct reader {
+    allocator* a;
+    std::vector<std::uint64_t> allocated;  // by stats(), then by snapshot()
+  } seen{&a, {}};
+  detail::tc_evict_hook_arg.store(&seen);
+  detail::tc_evict_hook.store([](void* arg) {
+    auto* r = static_cast<reader*>(arg);
+    r->allocated.push_back(r->a->stats().allocated_bytes.all.current);
+    r->allocated.push_back(sum_snapshot(r->a->snapshot()).allocated[2]);
+  });
+  a.deallocate(q);  // the lane is full: p is evicted
+  detail::tc_evict_hook.store(nullptr);
+  ASSERT_EQ(seen.allocated.size(), 2u) << "no eviction";
+  for (const std::uint64_t bytes : seen.allocated) {
+    EXPECT_TRUE(bytes == 0 || bytes == 8 * KiB)
+        << bytes << " B allocated: the evicted 4 KiB block was counted as allocated again";
+  }
+  EXPECT_EQ(a.stats().allocated_bytes.all.current, 0u);
+  expect_stats_match_snapshot(a);
 }
 
 TEST(thread_cache, ALaneDrainedWhileColdComesBack) {
