@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "detail/block.hpp"
@@ -185,16 +184,8 @@ class pointer_map {
   }
 
   // A lookup that found the shard being written: a writer holds it for a few stores, unless
-  // it was preempted; then spinning only delays it, so the lookup yields (the CPU, maybe to it).
-  [[gnu::noinline]] static void back_off(unsigned tries) noexcept {
-    if (tries < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  // it was preempted; then spinning only delays it, so the lookup yields (wait_step).
+  [[gnu::noinline]] static void back_off(unsigned tries) noexcept { wait_step(tries); }
 
   [[gnu::noinline]] void grow(shard& s, std::uintptr_t addr) {
     auto bigger = std::make_unique<table>(s.current->capacity * 2);

@@ -31,6 +31,19 @@ void park_on(std::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept;
 /// Wakes one thread parked on `word`.
 void unpark_one(std::atomic<std::uint32_t>& word) noexcept;
 
+/// One step of a wait for another thread's short section: the `n`th in a row; a CPU pause for
+/// the first 64, then a yield (the other thread may have been preempted: spinning only delays
+/// it).
+inline void wait_step(unsigned n) noexcept {
+  if (n < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    std::this_thread::yield();
+  }
+}
+
 /// Short-section lock that parks when it waits long. Not recursive.
 class spinlock {
  public:
@@ -59,13 +72,7 @@ class spinlock {
   [[gnu::noinline]] void lock_contended() noexcept {
     for (unsigned spins = 0; spins < 96; ++spins) {
       if (try_lock()) return;
-      if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        std::this_thread::yield();
-      }
+      wait_step(spins);
     }
     while (state_.exchange(2, std::memory_order_acquire) != 0) park_on(state_, 2);
   }
@@ -96,15 +103,7 @@ class lane_lock {
 
  private:
   [[gnu::noinline]] void lock_contended() noexcept {
-    for (unsigned spins = 0; !try_lock(); ++spins) {
-      if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    for (unsigned spins = 0; !try_lock(); ++spins) wait_step(spins);
   }
 
   std::atomic<bool> state_{false};  ///< held
