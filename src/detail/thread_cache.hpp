@@ -165,6 +165,7 @@ struct alignas(128) tc_lane : stats_holder {
   /// its free, and appends it to `out`. The segments' marks must have been taken back first.
   template <class Out>
   void drain(Out& out) {
+    if (count == 0) return;  // (an unused lane is not locked: write nothing)
     for (std::uint32_t i = 0; i < count; ++i) {
       block* b = slots[i];
       stats.cancel_cached_free(b->seg->pool, b->size, b->requested);
