@@ -41,6 +41,22 @@ std::uint64_t quantized(std::size_t bytes, std::size_t quantum) {
   return (bytes + quantum - 1) / quantum * quantum;
 }
 
+/// a + b and a x b, saturating at the largest value: a weight of SIZE_MAX bytes per call (or
+/// summed over traces) must rank configs by calls, never wrap around into a small cost.
+std::uint64_t saturated_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+std::uint64_t saturated_mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/// The cost of one replay (tune.hpp): peak reserved in quanta plus weight x device calls.
+std::uint64_t cost_of(std::size_t peak, std::uint64_t calls, const tune_options& o) {
+  return saturated_add(quantized(peak, o.quantum), saturated_mul(o.weight, calls));
+}
+
 /// Every setting that differs from `s` in one dimension.
 std::vector<tune_setting> neighbours(const tune_setting& s) {
   std::vector<tune_setting> out;
@@ -119,7 +135,7 @@ class searcher {
           so_far.ooms += ooms;
           const std::uint64_t calls = st.num_segment_allocs + st.num_segment_frees +
                                       st.num_chunk_maps + st.num_chunk_unmaps;
-          so_far.cost += quantized(st.reserved_bytes.all.peak, o_.quantum) + o_.weight * calls;
+          so_far.cost = saturated_add(so_far.cost, cost_of(st.reserved_bytes.all.peak, calls, o_));
           so_far.calls += calls;
           return worse_than_best(so_far);
         };
@@ -132,7 +148,7 @@ class searcher {
       }
       const std::uint64_t calls = device_calls(r);
       done.ooms += r.ooms + r.errors;
-      done.cost += quantized(r.peak_reserved, o_.quantum) + o_.weight * calls;
+      done.cost = saturated_add(done.cost, cost_of(r.peak_reserved, calls, o_));
       done.calls += calls;
       c.runs.push_back(std::move(r));
     }

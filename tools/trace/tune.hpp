@@ -7,7 +7,8 @@
 //   1. out-of-memory errors, summed over the traces (a config that refuses nothing wins);
 //   2. cost = sum over traces of (peak reserved rounded up to `quantum`) + weight x device calls
 //      (device calls: segment allocations and frees, chunk maps and unmaps; weight in bytes per
-//      call, 0 by default: then memory alone decides and peaks within one quantum tie);
+//      call, 0 by default: then memory alone decides and peaks within one quantum tie; the sum
+//      saturates at 2^64 - 1, so a huge weight ranks by device calls and never wraps around);
 //   3. device calls;
 //   4. the candidate's index (the default first): a fixed order, so that ties break the same way.
 // Search: coordinate descent from the base config. Each round replays every config that differs
