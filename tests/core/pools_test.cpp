@@ -436,6 +436,14 @@ TEST(pools, AReclaimCallbackInsideAnOomRetrySeesOnlyCachalotErrors) {
   expect_stats_match_snapshot(*r.alloc);
 }
 
+/// A reclaim callback's work: frees the last of `live` (40 MiB blocks); the bytes freed.
+std::size_t free_last(allocator& a, std::vector<void*>& live) {
+  if (live.empty()) return 0;
+  a.deallocate(live.back());
+  live.pop_back();
+  return 40 * MiB;
+}
+
 TEST(pools, AReclaimCallbackOfOneAllocatorLetsAnotherRunItsOwn) {
   // An allocator's reclaim callback that moves work to another allocator under pressure: the
   // second allocator's own reclaim callbacks still run (only the first one's are suspended).
@@ -445,10 +453,7 @@ TEST(pools, AReclaimCallbackOfOneAllocatorLetsAnotherRunItsOwn) {
   int b_calls = 0;
   const pool_id b_low = rb.tenant("low", -1, 0, 0, [&](pool_id, std::size_t) -> std::size_t {
     ++b_calls;
-    if (b_live.empty()) return 0;
-    rb.alloc->deallocate(b_live.back());
-    b_live.pop_back();
-    return 40 * MiB;
+    return free_last(*rb.alloc, b_live);
   });
   const pool_id b_high = rb.tenant("high", 1);
   for (int i = 0; i < 2; ++i) b_live.push_back(rb.alloc->allocate(40 * MiB, s(1), b_low));
@@ -461,10 +466,7 @@ TEST(pools, AReclaimCallbackOfOneAllocatorLetsAnotherRunItsOwn) {
       moved = rb.alloc->allocate(40 * MiB, s(3), b_high);  // b is full: b must reclaim
     } catch (const out_of_memory&) {
     }
-    if (a_live.empty()) return 0;
-    ra.alloc->deallocate(a_live.back());
-    a_live.pop_back();
-    return 40 * MiB;
+    return free_last(*ra.alloc, a_live);
   });
   const pool_id a_high = ra.tenant("high", 1);
   for (int i = 0; i < 2; ++i) a_live.push_back(ra.alloc->allocate(40 * MiB, s(1), a_low));
