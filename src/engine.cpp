@@ -97,6 +97,7 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   tc_capacity_ = static_cast<std::uint32_t>(cfg_.thread_cache);
   // Lanes never hold oversize blocks (max_split_size is at least a small segment).
   tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
+  if (tc_on_) tc_scratch_.reserve(thread_cache::lane_count * tc_lane::max_capacity);
   start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 

@@ -288,7 +288,9 @@ block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped
     s->busy = false;
     s->state = block_state::free;
     d.d[q_reserved] = static_cast<std::int64_t>(mapped);
-    d.whole_free = seg->live == 0 ? static_cast<std::int64_t>(mapped) : 0;
+    // (A segment thread-cache lanes hold whole is wholly free too: segment.hpp.)
+    const bool whole = seg->live == 0 || seg->lane_whole.load(std::memory_order_relaxed);
+    d.whole_free = whole ? static_cast<std::int64_t>(mapped) : 0;
     seg->size += mapped;
   }
   ss.stats.apply(seg->pool, d.derive_inactive());

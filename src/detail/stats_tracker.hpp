@@ -137,6 +137,32 @@ class stream_stats {
     --num_frees;
   }
 
+  /// Turns a counted try_free(pool, size, ..., 0) into try_free(pool, size, ..., whole): the free
+  /// left its segment (`whole` >= `size` bytes) wholly free (a thread cache's last live block of
+  /// a segment, detail/thread_cache.hpp). Only lowers current values. remove_whole undoes it.
+  void add_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    inc_[q_inactive][p] -= size;
+    dec_[q_inactive][p] += whole - size;
+    whole_free_[p] += whole;
+  }
+  /// Takes back an earlier add_whole(pool, size, whole) exactly (`whole` may have grown since by
+  /// bytes mapped as wholly free). Raises inactive: only with every stream locked.
+  void remove_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    inc_[q_inactive][p] += size;
+    dec_[q_inactive][p] -= whole - size;
+    whole_free_[p] -= whole;
+  }
+  /// Turns a counted try_alloc(pool, size, ..., whole) into try_alloc(pool, size, ..., 0): the
+  /// segment was no longer wholly free (another holder counted that first). Only lowers.
+  void drop_whole_alloc(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    inc_[q_inactive][p] -= whole - size;
+    dec_[q_inactive][p] += size;
+    whole_free_[p] += whole;
+  }
+
   /// Adds the cumulative totals and counters of `o`, whose current values are all zero (the
   /// counters of a stream state leaving its pool), to this one's: every counter of
   /// stream_counters (below).
