@@ -256,7 +256,6 @@ class cpp_side {
     sim_options o;
     o.capacity = cfg.capacity;
     o.host_backing = cfg.host_backing;
-    if (host_) o.vm_granularity = 64 * KiB;  // chunks mapped, poisoned and scanned: small
     sim_ = std::make_shared<simulated_device>(o);
     a_ = std::make_unique<allocator>(cfg, sim_);
   }
