@@ -159,6 +159,10 @@ stream_state& engine::state_of(pool_record& pool, stream_t stream) {
       slot->pool = &pool;
       slot->peaks = &pool.peaks;
     } else {
+      const bool seen = std::any_of(registry_.begin(), registry_.end(), [stream](const auto& e) {
+        return e.first.stream == stream && e.second != nullptr;  // (not the new, empty slot)
+      });
+      if (!seen) streams_seen_.fetch_add(1, std::memory_order_relaxed);  // num_streams
       slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks);
     }
     tc_attach(*slot, pool);  // (a parked state comes from a retired pool: it has no lanes)

@@ -169,9 +169,6 @@ class engine {
     /// recorded by the first poll after every capture ended.
     std::vector<stream_t> unrecorded;
   };
-  /// Thrown by fail_oom instead of out_of_memory inside a retry the out-of-memory callback asked
-  /// for; caught by retry_after_oom_callback, never seen outside the engine.
-  struct oom_retry {};
 
   /// The caching free: the block goes back to its stream's free index at once, or, if it was
   /// used on other streams, after events recorded there complete. Anything but the plain case
@@ -348,7 +345,7 @@ class engine {
   [[gnu::noinline]] std::size_t round_divisions(std::size_t bytes) const noexcept;
   void start_reserve();
   void* carve_reserve(pool_record& pool, std::size_t bytes);
-  void return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve);
+  void return_segment(pool_record& pool, std::uintptr_t base, std::size_t size, bool* to_reserve);
   void cap_idle(stream_state& ss) noexcept;
   std::size_t release_idle(std::size_t bytes);
   block* retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
@@ -439,6 +436,7 @@ class engine {
   std::unordered_map<state_key, std::unique_ptr<stream_state>, state_key_hash> registry_;
   std::vector<stream_state*> state_list_;
   std::vector<std::unique_ptr<stream_state>> parked_;  ///< states of retired pools, for reuse
+  std::atomic<std::uint64_t> streams_seen_{0};         ///< distinct streams with a state, ever
   /// By id; pools_[0] is the default. Changed only with stats_mutex_ and registry_mutex_
   /// (exclusive) held, so either lock is enough to read it.
   std::vector<std::unique_ptr<pool_record>> pools_;

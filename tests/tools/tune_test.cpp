@@ -222,6 +222,23 @@ TEST(Tune, TimeWeightedSearchIsTheSameWhateverThreads) {
   EXPECT_EQ(x.replayed, y.replayed);
 }
 
+TEST(Tune, AHugeWeightSaturatesInsteadOfWrapping) {
+  // weight x device calls beyond 64 bits must saturate: any weight worth more than every peak
+  // makes the fewest device calls win (issue 18: SIZE_MAX x calls wrapped, and the config with
+  // the most calls looked cheapest).
+  const trace t = load_trace(std::string(CACHALOT_TRACES_DIR) + "/llm_training.csv");
+  const prepared_trace p = prepare(t);
+  const config base = replay_config("", p.summary, 2.0);
+  for (std::size_t weight : {SIZE_MAX, SIZE_MAX / 3, std::size_t{1} << 63}) {
+    tune_options costly;
+    costly.weight = weight;
+    const tune_result dear = tune({&p}, {base}, costly);
+    ASSERT_EQ(dear.best.runs.size(), 1u) << weight;
+    EXPECT_LE(device_calls(dear.best.runs[0]), device_calls(dear.base.runs[0])) << weight;
+    EXPECT_GE(dear.best.score.cost, dear.best.score.calls) << weight;  // no wrapped sum
+  }
+}
+
 TEST(Tune, RecommendedConfKeepsTheUsersOtherKeys) {
   tune_setting s;
   s.expandable = true;
