@@ -92,7 +92,8 @@ python3 -m venv "$scratch/venv"
 "$scratch/venv/bin/python" -m pip uninstall -y -q setuptools wheel >/dev/null 2>&1 || true
 say "README: $pipline   (in a fresh venv: $("$scratch/venv/bin/python" -m pip list 2>/dev/null |
   tail -n +3 | awk '{print $1}' | tr '\n' ' '))"
-PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$scratch/venv/bin/$pipline" \
+read -ra words <<<"$pipline"
+PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$scratch/venv/bin/${words[0]}" "${words[@]:1}" \
   >"$scratch/pip.log" 2>&1 || { tail -n 40 "$scratch/pip.log"; fail "$pipline"; }
 (cd / && env -u CACHALOT_LIBRARY -u PYTHONPATH "$scratch/venv/bin/python" -c '
 import cachalot
