@@ -166,6 +166,11 @@ const char* driver_name(device_call c) {
   return names[static_cast<std::size_t>(c)];
 }
 
+/// "1 thread", "2 threads".
+std::string counted(std::size_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
 std::string fragmentation_cell(const replay_result& x) {
   return x.complete() ? fmt::format("{:.3f}", x.fragmentation)
                       : fmt::format("n/a ({} refused)", x.ooms + x.errors);
@@ -176,15 +181,16 @@ std::string fragmentation_cell(const replay_result& x) {
 std::string format_text(const trace_report& r) {
   const replay_result& c = r.result;
   const replay_result* b = r.baseline ? &*r.baseline : nullptr;
-  std::string out =
-      fmt::format("{}\n  {} ops, {} threads, {} streams, trace peak {}; {} device, capacity {}\n",
-                  r.trace, r.summary.ops, r.summary.threads, r.summary.streams,
-                  bytes(r.summary.peak_requested_bytes), c.backend, bytes(c.capacity));
+  std::string out = fmt::format(
+      "{}\n  {}, {}, {}, trace peak {}; {} device, capacity {}\n", r.trace,
+      counted(r.summary.ops, "op", "ops"), counted(r.summary.threads, "thread", "threads"),
+      counted(r.summary.streams, "stream", "streams"), bytes(r.summary.peak_requested_bytes),
+      c.backend, bytes(c.capacity));
   if (r.summary.unknown_frees + r.summary.recorded_failures + r.summary.duplicate_allocations > 0) {
     out += fmt::format(
         "  trace anomalies: {} frees of unknown pointers (skipped), {} recorded allocation "
-        "failures (skipped), {} allocations of live pointers\n",
-        r.summary.unknown_frees, r.summary.recorded_failures, r.summary.duplicate_allocations);
+        "failures (skipped), {}\n",
+        r.summary.unknown_frees, r.summary.recorded_failures, duplicates_text(r.summary));
   }
   for (const replay_result* x : {&c, b}) {
     if (x != nullptr && !x->complete()) {
@@ -266,14 +272,37 @@ std::string format_text(const trace_report& r) {
   return out;
 }
 
+std::string duplicates_text(const trace_summary& s) {
+  std::string out = counted(s.duplicate_allocations, "allocation of a pointer already live",
+                            "allocations of pointers already live");
+  if (s.duplicate_allocations == 0) return out;
+  out += " (replayed as new allocations; the live one is never freed): ";
+  for (std::size_t i = 0; i < s.duplicates.size(); ++i) {
+    const duplicate_allocation& d = s.duplicates[i];
+    out += fmt::format("{}{:#x} at line {} (live since line {})", i == 0 ? "" : ", ", d.pointer,
+                       d.line, d.live_since);
+  }
+  if (s.duplicate_allocations > s.duplicates.size()) {
+    out += fmt::format(" and {} more", s.duplicate_allocations - s.duplicates.size());
+  }
+  return out;
+}
+
 std::string format_json(const trace_report& r) {
+  std::string duplicates;
+  for (const duplicate_allocation& d : r.summary.duplicates) {
+    duplicates += fmt::format("{}{{\"pointer\":\"{:#x}\",\"line\":{},\"live_since_line\":{}}}",
+                              duplicates.empty() ? "" : ",", d.pointer, d.line, d.live_since);
+  }
   std::string out = fmt::format(
-      "{{\"trace\":{},\"version\":{},\"repeat\":{},\"streams\":{},\"trace_threads\":{},"
-      "\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},\"unknown_frees\":{},"
-      "\"recorded_failures\":{},{}",
-      json_string(r.trace), json_string(CACHALOT_VERSION_STRING), r.repeat, r.summary.streams,
-      r.summary.threads, r.summary.peak_requested_bytes, r.summary.span_us, r.summary.unknown_frees,
-      r.summary.recorded_failures, json_figures(r.result));
+      "{{\"trace\":{},\"version\":{},\"config\":{},\"repeat\":{},\"streams\":{},"
+      "\"trace_threads\":{},\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},"
+      "\"unknown_frees\":{},\"recorded_failures\":{},\"duplicate_allocations\":{},"
+      "\"duplicates\":[{}],{}",
+      json_string(r.trace), json_string(CACHALOT_VERSION_STRING), json_string(r.config), r.repeat,
+      r.summary.streams, r.summary.threads, r.summary.peak_requested_bytes, r.summary.span_us,
+      r.summary.unknown_frees, r.summary.recorded_failures, r.summary.duplicate_allocations,
+      duplicates, json_figures(r.result));
   out += fmt::format(",\"trace_live_at_end_bytes\":{}", r.summary.live_at_end_bytes);
   out += pytorch_json(r.summary.pytorch) + json_holders(r.summary);
   if (r.min_capacity) out += ",\"min_capacity\":" + json_min_capacity(*r.min_capacity);

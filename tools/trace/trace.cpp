@@ -1,7 +1,14 @@
-// Parsing of RMM-format CSV traces (see trace.hpp) and their replay-free summary.
+// Parsing of RMM-format CSV traces (see trace.hpp) and their replay-free summary. A trace file
+// named *.gz is read through `gzip -dc` (a child process, no shell): the library needs no zlib,
+// and the tool none either.
 #include "trace/trace.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -11,8 +18,11 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <streambuf>
 #include <unordered_map>
 #include <unordered_set>
+
+extern char** environ;  // NOLINT: posix_spawnp's environment
 
 namespace cachalot::tools {
 namespace {
@@ -169,10 +179,132 @@ void check_sites(const trace& t) {
   }
 }
 
+/// An input buffer over a file descriptor (the read end of a pipe).
+class fd_buffer : public std::streambuf {
+ public:
+  explicit fd_buffer(int fd) : fd_(fd) {}
+
+ protected:
+  int_type underflow() override {
+    ssize_t n = 0;
+    do {
+      n = ::read(fd_, buf_, sizeof buf_);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return traits_type::eof();
+    setg(buf_, buf_, buf_ + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  int fd_;
+  char buf_[1 << 16];
+};
+
+bool ends_with(const std::string& s, std::string_view tail) {
+  return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+/// `gzip -dc -- path` with its standard output and error on pipes; reaps it when done.
+class gzip_child {
+ public:
+  explicit gzip_child(const std::string& path) : path_(path) {
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      fail("cannot decompress: no pipe for gzip: " + std::string(std::strerror(errno)));
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+    std::string a0 = "gzip", a1 = "-dc", a2 = "--", a3 = path;
+    char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), nullptr};
+    const int rc = posix_spawnp(&pid_, "gzip", &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+    if (rc != 0) {
+      pid_ = -1;
+      fail("cannot decompress: gzip cannot be run (" + std::string(std::strerror(rc)) +
+           "); install gzip, or decompress the trace first");
+    }
+  }
+  gzip_child(const gzip_child&) = delete;
+  gzip_child& operator=(const gzip_child&) = delete;
+  ~gzip_child() { finish(); }
+
+  int output() const noexcept { return out_; }
+
+  /// Waits for gzip; true when it decompressed the whole file (exit status 0, or 2: a warning
+  /// such as trailing garbage, after the whole output). Closing the output first ends a gzip
+  /// we stopped reading (SIGPIPE).
+  bool finish() noexcept {
+    if (out_ >= 0) ::close(out_), out_ = -1;
+    if (err_ >= 0) {
+      char buf[512];
+      ssize_t n = 0;
+      while ((n = ::read(err_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+        if (n > 0 && message_.size() < 4096) message_.append(buf, static_cast<std::size_t>(n));
+      }
+      ::close(err_), err_ = -1;
+    }
+    if (pid_ > 0) {
+      while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
+      }
+      pid_ = -1;
+    }
+    return WIFEXITED(status_) && (WEXITSTATUS(status_) == 0 || WEXITSTATUS(status_) == 2);
+  }
+
+  /// True when gzip itself reported an error (not when it was stopped by a closed pipe).
+  bool failed_itself() const noexcept {
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) == 1 : WTERMSIG(status_) != SIGPIPE;
+  }
+
+  /// Why gzip failed: its own message (first line), or its exit status.
+  [[noreturn]] void fail_decompressing() const {
+    const std::size_t from = std::min(message_.find_first_not_of("\r\n "), message_.size());
+    std::string why = message_.substr(from, message_.find('\n', from) - from);
+    if (why.empty()) {
+      why = WIFSIGNALED(status_)
+                ? "gzip ended by signal " + std::to_string(WTERMSIG(status_))
+                : "gzip exited with status " + std::to_string(WEXITSTATUS(status_));
+    }
+    fail("cannot decompress (gzip -dc): " + why);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw trace_error(path_, 0, what); }
+
+  std::string path_;
+  pid_t pid_ = -1;
+  int out_ = -1, err_ = -1;
+  int status_ = 0;
+  std::string message_;
+};
+
+trace load_gzip_trace(const std::string& path) {
+  gzip_child gzip(path);
+  fd_buffer buffer(gzip.output());
+  std::istream in(&buffer);
+  trace t;
+  try {
+    t = parse_trace(in, path);
+  } catch (const trace_error&) {
+    // A damaged file reads as a malformed trace: say what gzip said instead.
+    if (!gzip.finish() && gzip.failed_itself()) gzip.fail_decompressing();
+    throw;
+  }
+  if (!gzip.finish()) gzip.fail_decompressing();
+  return t;
+}
+
 }  // namespace
 
 trace_error::trace_error(const std::string& file, std::size_t line, const std::string& what)
-    : std::runtime_error(file + ":" + std::to_string(line) + ": " + what),
+    : std::runtime_error(line == 0 ? file + ": " + what
+                                   : file + ":" + std::to_string(line) + ": " + what),
       file_(file),
       line_(line) {}
 
@@ -226,6 +358,7 @@ trace load_trace(const std::string& path) {
   }
   if (S_ISDIR(st.st_mode))
     throw trace_error(path, 0, std::string("cannot read: ") + std::strerror(EISDIR));
+  if (ends_with(path, ".gz")) return load_gzip_trace(path);
   std::ifstream in(path);
   if (!in) throw trace_error(path, 0, std::string("cannot open: ") + std::strerror(errno));
   return parse_trace(in, path);
@@ -269,7 +402,11 @@ std::vector<site_bytes> holders_at(const trace& t, std::size_t peak_at) {
 trace_summary summarize(const trace& t) {
   trace_summary s;
   std::size_t peak_at = 0;
-  std::unordered_map<std::uintptr_t, std::size_t> live;
+  struct live_allocation {
+    std::size_t size;
+    std::size_t line;
+  };
+  std::unordered_map<std::uintptr_t, live_allocation> live;
   std::unordered_set<std::uint64_t> threads;
   std::unordered_set<std::uintptr_t> streams;
   std::size_t requested = 0;
@@ -293,8 +430,11 @@ trace_summary summarize(const trace& t) {
     if (e.action == trace_action::allocate) {
       ++s.allocations;
       if (e.pointer == 0) continue;
-      if (!live.emplace(e.pointer, e.size).second) {
-        ++s.duplicate_allocations;
+      const auto [it, fresh] = live.emplace(e.pointer, live_allocation{e.size, e.line});
+      if (!fresh) {
+        if (++s.duplicate_allocations <= named_duplicates) {
+          s.duplicates.push_back({e.pointer, e.line, it->second.line});
+        }
         continue;
       }
       requested += e.size;  // at most 1 PiB each, checked below: no overflow
@@ -315,7 +455,7 @@ trace_summary summarize(const trace& t) {
       ++s.unknown_frees;
       continue;
     }
-    requested -= it->second;
+    requested -= it->second.size;
     live.erase(it);
   }
   s.threads = threads.size();

@@ -51,7 +51,8 @@ struct trace {
   std::vector<std::string> sites;   ///< site texts by id ([0] is ""), from "# site" lines
 };
 
-/// A malformed trace: the message names the file and the line ("FILE:LINE: what").
+/// A malformed trace: the message names the file and the line ("FILE:LINE: what"), or only the
+/// file when it cannot be read at all ("FILE: cannot open: reason").
 class trace_error : public std::runtime_error {
  public:
   trace_error(const std::string& file, std::size_t line, const std::string& what);
@@ -81,7 +82,8 @@ inline constexpr std::size_t max_trace_size = std::size_t{1} << 50;
 trace parse_trace(std::istream& in, const std::string& name);
 /// Parses a trace from text (tests). @throws trace_error
 trace parse_trace_text(std::string_view text, const std::string& name);
-/// Reads and parses a trace file; "-" reads standard input (named "stdin" in messages).
+/// Reads and parses a trace file; "-" reads standard input (named "stdin" in messages), a file
+/// named *.gz is decompressed by `gzip -dc`.
 /// @throws trace_error (also when the file cannot be opened: the message gives the reason)
 trace load_trace(const std::string& path);
 
@@ -92,19 +94,30 @@ struct site_bytes {
   std::size_t allocations = 0;  ///< allocations live
 };
 
+/// An allocation of a pointer that was live already (the first few are named in reports).
+struct duplicate_allocation {
+  std::uintptr_t pointer = 0;  ///< the pointer
+  std::size_t line = 0;        ///< the line of the second allocation
+  std::size_t live_since = 0;  ///< the line of the allocation still live
+};
+
+/// How many duplicate allocations a summary names.
+inline constexpr std::size_t named_duplicates = 3;
+
 /// Figures computed from the trace alone, without replaying it.
 struct trace_summary {
-  std::size_t ops = 0;                    ///< allocate and free lines (failures excluded)
-  std::size_t allocations = 0;            ///< allocate lines
-  std::size_t frees = 0;                  ///< free lines
-  std::size_t recorded_failures = 0;      ///< "allocate failure" lines
-  std::size_t unknown_frees = 0;          ///< frees of a pointer that is not live
-  std::size_t duplicate_allocations = 0;  ///< allocations of a pointer that is already live
-  std::size_t threads = 0;                ///< distinct threads
-  std::size_t streams = 0;                ///< distinct streams
-  std::size_t peak_requested_bytes = 0;   ///< highest sum of live sizes
-  std::size_t largest_allocation = 0;     ///< biggest single allocation
-  std::size_t live_at_end_bytes = 0;      ///< requested bytes still live after the last line
+  std::size_t ops = 0;                           ///< allocate and free lines (failures excluded)
+  std::size_t allocations = 0;                   ///< allocate lines
+  std::size_t frees = 0;                         ///< free lines
+  std::size_t recorded_failures = 0;             ///< "allocate failure" lines
+  std::size_t unknown_frees = 0;                 ///< frees of a pointer that is not live
+  std::size_t duplicate_allocations = 0;         ///< allocations of a pointer that is already live
+  std::vector<duplicate_allocation> duplicates;  ///< the first named_duplicates of them
+  std::size_t threads = 0;                       ///< distinct threads
+  std::size_t streams = 0;                       ///< distinct streams
+  std::size_t peak_requested_bytes = 0;          ///< highest sum of live sizes
+  std::size_t largest_allocation = 0;            ///< biggest single allocation
+  std::size_t live_at_end_bytes = 0;             ///< requested bytes still live after the last line
   /// With sites: the sites holding the most bytes when the live bytes peaked (at most
   /// max_peak_holders, most bytes first; allocations without a site count as "(no site)").
   std::vector<site_bytes> peak_holders;
