@@ -8,8 +8,9 @@
 # libstdc++ are at least the floors in build-gpu/MANIFEST (the highest symbol versions the
 # carried files ask for), and the carried CUDA runtime sees a device where nvidia-smi lists one.
 # Otherwise it rebuilds here, with this machine's toolkit, from build-gpu/deps (fmt headers,
-# GoogleTest sources, Google Benchmark) into build-gpu-local/: warnings not fatal, and every
-# target it can (ninja -k 0). It prints which it chose and why. GPU_CHECK_MODE=carried or
+# GoogleTest sources, Google Benchmark) into build-gpu-local/: warnings not fatal, every target
+# it can (ninja -k 0), within GPU_CHECK_REBUILD_S (default: the budget less 180 s; the rebuild's
+# time counts against the budget). It prints which it chose and why. GPU_CHECK_MODE=carried or
 # GPU_CHECK_MODE=rebuild forces one; GPU_CHECK_CMAKE_ARGS adds configure arguments to a rebuild.
 #
 # Every step of the list below is a row of the results, whatever happens: PASS; SKIP (reason);
@@ -194,13 +195,17 @@ BIN=$ROOT/build-gpu/bin
 LIB=$ROOT/build-gpu/lib/libcachalot.so
 FAKE=$ROOT/build-gpu/fake/libcachalot_fakecuda.so
 
+# The rebuild gets at most GPU_CHECK_REBUILD_S (default: the budget less 180 s, so that the steps
+# keep time to run): a target not finished by then is NOT BUILT, saying so.
+REBUILD_LIMIT=${GPU_CHECK_REBUILD_S:-$((BUDGET - 180))}
 rebuild() {
-  local local_dir=$ROOT/build-gpu-local jobs log
+  local local_dir=$ROOT/build-gpu-local jobs log deadline
   jobs=$(nproc)
   log=$local_dir/build.log
+  deadline=$(($(date +%s) + REBUILD_LIMIT))
   mkdir -p "$local_dir/bin"
   : >"$log"
-  echo "rebuilding into $local_dir (log: $log)"
+  echo "rebuilding into $local_dir (log: $log; at most $REBUILD_LIMIT s)"
   nvcc -O2 -std=c++17 -arch=sm_90 -Iinclude tools/gpu_hotpath.cu -o "$local_dir/bin/gpu_hotpath" \
     -ldl >>"$log" 2>&1 || NOT_BUILT_WHY[gpu_hotpath]="nvcc could not build tools/gpu_hotpath.cu (see $log)"
   local cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCACHALOT_CUDA=ON -DCACHALOT_WERROR=OFF
@@ -242,13 +247,23 @@ rebuild() {
       NOT_BUILT_WHY[$t]="not configured here (its dependency missing? see $log)"
     fi
   done
-  local built=1
-  ninja -C "$local_dir/tree" -k 0 -j "$jobs" "${targets[@]}" >>"$log" 2>&1 || built=0
-  ((built)) || echo "rebuild: some targets failed (see $log)"
+  local built=1 rc=0 left
+  left=$((deadline - $(date +%s)))
+  ((left > 0)) || left=1
+  timeout --kill-after=5 "$left" ninja -C "$local_dir/tree" -k 0 -j "$jobs" "${targets[@]}" \
+    >>"$log" 2>&1 || rc=$?
+  ((rc == 0)) || built=0
+  local failed_why
+  if ((rc == 124 || rc == 137)); then
+    failed_why="the rebuild was stopped at its time limit of $REBUILD_LIMIT s (GPU_CHECK_REBUILD_S)"
+  else
+    failed_why="its build failed here: $(grep -m 1 'error' "$log" | cut -c1-160)"
+  fi
+  ((built)) || echo "rebuild: some targets were not built: $failed_why (see $log)"
   for t in "${targets[@]}"; do
-    # After a failed build, a target with work left is one whose build failed.
+    # After a failed or stopped build, a target with work left is one that was not built.
     if ((!built)) && ! ninja -C "$local_dir/tree" -n "$t" | grep 'no work to do' >/dev/null; then
-      NOT_BUILT_WHY[$t]="its build failed here: $(grep -m 1 'error' "$log" | cut -c1-160)"
+      NOT_BUILT_WHY[$t]=$failed_why
       continue
     fi
     local f

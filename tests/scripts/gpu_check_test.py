@@ -2,7 +2,9 @@
 the scripts it needs): every step is a row whatever happens; a binary missing from the bundle is
 NOT BUILT and fails the check; exit 77 and GoogleTest runs whose tests all skipped are SKIP with
 their reason; a failure is FAIL; the choice between carried and rebuilt binaries follows the
-MANIFEST's glibc floor and says why. Runs in a second or two: nothing is built."""
+MANIFEST's glibc floor and says why; a rebuild that fails to configure, or is stopped at its time
+limit, makes every C++ step NOT BUILT with that reason and fails the check (stand-in cmake, ninja
+and nvcc on PATH). Runs in a few seconds: nothing is built."""
 import os
 import shutil
 import stat
@@ -156,6 +158,50 @@ with tempfile.TemporaryDirectory() as tmp:
     os.remove(os.path.join(bundle, "MANIFEST"))
     r = run(tmp, "--decide")
     expect("mode: rebuild, because no carried build-gpu/" in r.stdout, f"no bundle: {r.stdout}")
+
+# A rebuild that cannot configure, then one stopped at its time limit (stand-in build tools).
+KIT_TARGETS = subprocess.run(
+    ["bash", "-c", "source scripts/gpu-kit.sh; echo ${GPU_KIT_TARGETS[*]} ${GPU_KIT_LIBRARIES[*]}"],
+    cwd=root, stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+
+
+def rebuild_rows(tmp, cmake_body, ninja_body):
+    tools = os.path.join(tmp, "tools-bin")
+    script(os.path.join(tools, "cmake"), cmake_body)
+    script(os.path.join(tools, "ninja"), ninja_body)
+    script(os.path.join(tools, "nvcc"), "echo 'nvcc: stand-in fails' >&2\nexit 1\n")
+    env = {"GPU_CHECK_MODE": "rebuild", "GPU_CHECK_REBUILD_S": "2",
+           "PATH": tools + os.pathsep + os.environ["PATH"]}
+    return run(tmp, env=env), rows(tmp)
+
+
+C_STEPS = ["ABI of libcachalot.so", "core suite (incl. conformance)", "example: c_shim",
+           "hot path vs cudaMalloc / cudaMallocAsync"]
+with tempfile.TemporaryDirectory() as tmp:
+    make_tree(tmp)
+    r, got = rebuild_rows(
+        tmp, "echo 'CMake Error at CMakeLists.txt:1 (project):'\necho '  no CUDA compiler'\n"
+        "echo\nexit 1\n", "exit 1\n")
+    expect(r.returncode == 1, f"failed configure: exit {r.returncode}")
+    expect(list(got) == steps, "failed configure: every row is still there")
+    for s in C_STEPS[:3]:
+        expect(got.get(s, "").startswith("NOT BUILT (configure failed: CMake Error at"),
+               f"failed configure, {s}: {got.get(s)}")
+    expect(got.get(C_STEPS[3], "").startswith("NOT BUILT (nvcc could not build"),
+           f"failed nvcc: {got.get(C_STEPS[3])}")
+with tempfile.TemporaryDirectory() as tmp:
+    make_tree(tmp)
+    targets = "".join(f"echo '{t}: phony'\n" for t in KIT_TARGETS)
+    r, got = rebuild_rows(
+        tmp, "exit 0\n",
+        f'case "$*" in *"-t targets"*) {targets} ;; *" -n "*) echo "[1/1] x" ;; '
+        '*) sleep 30 ;; esac\n')
+    expect(r.returncode == 1, f"stopped rebuild: exit {r.returncode}")
+    for s in C_STEPS[:3]:
+        expect(got.get(s, "").startswith("NOT BUILT (the rebuild was stopped at its time limit "
+                                          "of 2 s"), f"stopped rebuild, {s}: {got.get(s)}")
+    expect("Rebuilt on this machine in" in open(os.path.join(tmp, "out", "gpu-results-block.md"),
+                                               encoding="utf-8").read(), "the rebuild is noted")
 
 if failures:
     print("\n".join(failures))
