@@ -953,6 +953,15 @@ const error_text* find_error(int code) {
   return nullptr;
 }
 
+// The value of `key` in one of the fake's counting maps, 0 when absent; takes g_mutex.
+template <class Map>
+typename Map::mapped_type count_of(Map state::*map, const char* key) {
+  const std::lock_guard lock(g_mutex);
+  const Map& m = g().*map;
+  const auto it = m.find(key);
+  return it == m.end() ? 0 : it->second;
+}
+
 }  // namespace
 
 // --- Exported like the real driver -------------------------------------------------------------
@@ -1065,10 +1074,7 @@ FAKECU_EXPORT void fakecu_set_deinitialized(int on) {
 }
 
 FAKECU_EXPORT long fakecu_calls(const char* fn) {
-  const std::lock_guard lock(g_mutex);
-  auto& calls = g().calls;
-  auto it = calls.find(fn);
-  return it == calls.end() ? 0 : it->second;
+  return count_of(&state::calls, fn);
 }
 
 FAKECU_EXPORT int fakecu_current_device() {
@@ -1216,10 +1222,7 @@ FAKECU_EXPORT int fakecu_proc_symbols(char* out, int size) {
 // The ABI version the real driver would have given for a request of `symbol` whose version
 // selects another ABI than the fake implements (negative: its per-thread variant); 0 if none.
 FAKECU_EXPORT int fakecu_abi_mismatch(const char* symbol) {
-  const std::lock_guard lock(g_mutex);
-  auto& m = g().abi_mismatches;
-  auto it = m.find(symbol);
-  return it == m.end() ? 0 : it->second;
+  return count_of(&state::abi_mismatches, symbol);
 }
 
 // The option of the last cuMemGetAllocationGranularity (-1 if never called).
