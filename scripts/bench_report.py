@@ -30,7 +30,7 @@ def load_bench(path):
     preferred when repetitions were run."""
     with open(path) as f:
         data = json.load(f)
-    runs, medians = {}, {}
+    runs, medians, reps = {}, {}, {}
     for b in data.get("benchmarks", []):
         if b.get("error_occurred"):
             continue
@@ -49,8 +49,23 @@ def load_bench(path):
                 medians[key] = entry
         else:
             runs[key] = entry
+            reps.setdefault(key, []).append(entry["ns"])
     runs.update(medians)
+    for key, entry in runs.items():
+        ns = reps.get(key, [entry["ns"]])
+        entry["lo"], entry["hi"] = min(ns), max(ns)
     return data.get("context", {}), runs
+
+
+def spread_cell(e):
+    """The repetitions' min-max as a share of the median: (max - min) / median."""
+    if not e or e["ns"] <= 0:
+        return "-"
+    return "%.0f%%" % (100.0 * (e.get("hi", e["ns"]) - e.get("lo", e["ns"])) / e["ns"])
+
+
+def fmt_range(lo, hi):
+    return "%s-%s" % (fmt_ns(lo), fmt_ns(hi)) if lo != hi else "-"
 
 
 def fmt_ns(ns):
@@ -71,23 +86,27 @@ def bench_table(runs):
         if impl == "cachalot" and (fam, params) not in families:
             families.append((fam, params))
     present = [b for b in BASELINES if any(k[1] == b for k in runs)]
-    head = "%-20s %-22s %11s" % ("benchmark", "parameters", "cachalot")
+    head = "%-20s %-22s %11s %23s" % ("benchmark", "parameters", "cachalot", "min-max")
     for b in present:
-        head += " %11s %7s" % (LABEL[b], "ratio")
+        head += " %11s %6s %7s" % (LABEL[b], "spread", "ratio")
     lines = [head, "-" * len(head)]
     for fam, params in families:
-        c = runs[(fam, "cachalot", params)]["ns"]
-        line = "%-20s %-22s %11s" % (fam, params, fmt_ns(c))
+        me = runs[(fam, "cachalot", params)]
+        c = me["ns"]
+        line = "%-20s %-22s %11s %23s" % (fam, params, fmt_ns(c),
+                                          fmt_range(me.get("lo", c), me.get("hi", c)))
         for b in present:
             other = runs.get((fam, b, params))
-            line += (" %11s %7s" % (fmt_ns(other["ns"]), fmt_ratio(c / other["ns"])) if other
-                     else " %11s %7s" % ("-", ""))
+            line += (" %11s %6s %7s" % (fmt_ns(other["ns"]), spread_cell(other),
+                                        fmt_ratio(c / other["ns"])) if other
+                     else " %11s %6s %7s" % ("-", "", ""))
         lines.append(line)
     lines.append("columns: benchmark family and its parameters; cachalot's time per operation "
                  "(one allocate+free pair for hot_pair, holes, streams and threads; one allocate "
                  "or free for random; median of the repetitions; threads: wall time / all "
-                 "threads' operations); then each baseline's time and ratio = cachalot / baseline "
-                 "(below 1: cachalot is faster).")
+                 "threads' operations) and the fastest to slowest repetition (min-max); then each "
+                 "baseline's median time, its spread = (slowest - fastest repetition) / median, "
+                 "and ratio = cachalot / baseline medians (below 1: cachalot is faster).")
     lines.append("baselines: glibc = malloc/free of the same sizes on the host. It is the "
                  "yardstick for host bookkeeping because it is the fastest general-purpose "
                  "allocator every machine has (a thread cache, no locks on its fast path): a "
@@ -155,11 +174,17 @@ def syncs_cell(r):
     return "%d" % d["syncs"] if d else "-"
 
 
+def ns_range_cell(r):
+    lo, hi = r.get("ns_per_op_min"), r.get("ns_per_op_max")
+    return "%.1f-%.1f" % (lo, hi) if lo is not None and hi is not None else "-"
+
+
 def replay_table(title, replays):
     lines = [title]
-    head = ("%-18s %7s %9s %9s %9s %9s %6s %4s %9s %7s %8s %6s %6s %5s | %6s %8s %8s %6s | %15s"
+    head = ("%-18s %7s %9s %9s %9s %9s %6s %4s %9s %7s %13s %8s %6s %6s %5s | %6s %8s %8s %6s | "
+            "%15s"
             % ("trace", "ops", "capacity", "peak req", "peak all", "peak res", "frag", "OOM",
-               "seg a/f", "ns/op", "dev ms", "%span", "calls", "syncs", "p-frag", "p-ns/op",
+               "seg a/f", "ns/op", "ns range", "dev ms", "%span", "calls", "syncs", "p-frag", "p-ns/op",
                "p-dev ms", "p-span", "min capacity"))
     lines += [head, "-" * len(head)]
     incomplete = []
@@ -167,11 +192,12 @@ def replay_table(title, replays):
         b = r.get("baseline")
         name = os.path.basename(r["trace"])
         lines.append(
-            "%-18s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f %8s %6s %6s %5s | %6s %8s %8s %6s | %15s"
+            "%-18s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f %13s %8s %6s %6s %5s | %6s %8s %8s %6s | "
+            "%15s"
             % (name[:18], r["ops"], gib(r["capacity_bytes"]), gib(r["peak_requested_bytes"]),
                gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), frag_cell(r),
                r["ooms"], "%d/%d" % (r["segment_allocs"], r["segment_frees"]), r["ns_per_op"],
-               dev_ms_cell(r), span_cell(r), calls_cell(r), syncs_cell(r), frag_cell(b),
+               ns_range_cell(r), dev_ms_cell(r), span_cell(r), calls_cell(r), syncs_cell(r), frag_cell(b),
                "%.1f" % b["ns_per_op"] if b else "-", dev_ms_cell(b), span_cell(b),
                min_capacity_cell(r)))
         if r.get("complete", True) is False:
@@ -182,7 +208,7 @@ def replay_table(title, replays):
                  "segments) bytes; frag = peak reserved / peak requested (n/a when allocations "
                  "were refused: the peaks then cover only what was served); OOM = allocations "
                  "refused; seg a/f = device segment allocations / frees; ns/op = host time per "
-                 "operation, median of the repeats; dev ms = device time of every device call "
+                 "operation, median of the repeats; ns range = the fastest to the slowest repeat; dev ms = device time of every device call "
                  "(modeled by the simulated device's cost model, docs/usage.md; measured on a "
                  "GPU), the implied synchronization of each segment free included; %span = that "
                  "time as a share of the trace's own span (its first to last timestamp); calls = "
@@ -385,7 +411,8 @@ def device_time_targets(replays, what):
         out.append(verdict(ok, "%-18s %s: modeled device time %.2f ms = %.2f%% of the trace's "
                            "span (<= 1%%), %d device syncs (0 outside an OOM retry)" % (
                                os.path.basename(r["trace"]), what, d["total_ns"] / 1e6,
-                               100 * share, d["syncs"])))
+                               100 * share, d["syncs"]),
+                           "%s %s device time" % (os.path.basename(r["trace"]), what)))
     return out
 
 

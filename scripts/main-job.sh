@@ -42,7 +42,7 @@ build() {
 run_benchmarks() {
   say "running benchmarks (min time ${MIN_TIME}s, ${REPS} repetitions; log: $OUT/bench.txt)"
   "$BUILD/bench/cachalot_bench" --benchmark_filter="$FILTER" --benchmark_min_time="$MIN_TIME" \
-    --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
+    --benchmark_repetitions="$REPS" --benchmark_display_aggregates_only=true \
     --benchmark_out="$OUT/bench.json" --benchmark_out_format=json >"$OUT/bench.txt" 2>&1
 }
 
