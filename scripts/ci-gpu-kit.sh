@@ -76,7 +76,10 @@ block=$work/run1/gpu-results-block.md
 [[ -f $block ]] || fail "gpu-check.sh wrote no results block (see below)$(tail -n 40 "$work/run1.console")"
 echo "ci-gpu-kit: gpu-check.sh (carried, fake driver) exited $rc in $((SECONDS - t0)) s:"
 sed 's/^/  /' "$block"
-[[ $rc == 0 ]] || fail "gpu-check.sh exited $rc"
+if [[ $rc != 0 ]]; then  # the failing tests, before the work folder goes
+  grep -E '^\[  FAILED  \] [A-Za-z]|^===== ' "$work/run1.console" | sed 's/^/  /' | head -n 80
+  fail "gpu-check.sh exited $rc"
+fi
 mapfile -t steps < <(scripts/gpu-check.sh --list)
 # The step table's rows (header and rule excluded) must be exactly the steps, in order.
 mapfile -t names < <(awk '/^\| step \| result/ {t = 1; next} t && /^\|---/ {next}
