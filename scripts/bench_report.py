@@ -459,6 +459,81 @@ def scaling_lines(runs):
     return lines
 
 
+# --- docs/benchmarks.md's tables (--markdown): the same figures, as Markdown -----------------
+
+def md_row(cells):
+    return "| " + " | ".join(cells) + " |"
+
+
+def md_bench(runs):
+    """Benchmarks: cachalot's median and min-max, each baseline's median, spread and ratio."""
+    present = [b for b in BASELINES if any(k[1] == b for k in runs)]
+    head = ["benchmark", "parameters", "cachalot (median)", "min-max"]
+    for b in present:
+        head += [LABEL[b], "spread", "ratio"]
+    lines = [md_row(head), md_row(["---"] * len(head))]
+    for fam, impl, params in runs:
+        if impl != "cachalot":
+            continue
+        me = runs[(fam, impl, params)]
+        cells = [fam, params or "-", fmt_ns(me["ns"]), fmt_range(me["lo"], me["hi"])]
+        for b in present:
+            other = runs.get((fam, b, params))
+            cells += ([fmt_ns(other["ns"]), spread_cell(other), fmt_ratio(me["ns"] / other["ns"])]
+                      if other else ["-", "", ""])
+        lines.append(md_row(cells))
+    return lines
+
+
+def md_replay_cells(r):
+    d = device_of(r)
+    maps = "%d/%d" % (r.get("chunk_maps", 0), r.get("chunk_unmaps", 0))
+    m = r.get("min_capacity")
+    min_cap = "-" if not m else ("%.3fx" % m["factor"] if m.get("found") else
+                                 "none <= %s" % gib(m["searched_up_to_bytes"]))
+    return [frag_cell(r), "%d" % r["ooms"], min_cap,
+            "%d/%d" % (r["segment_allocs"], r["segment_frees"]), maps, calls_cell(r),
+            syncs_cell(r), (dev_ms_cell(r) + " (" + span_cell(r) + ")") if d else "-",
+            "%.1f (%s)" % (r["ns_per_op"], ns_range_cell(r))]
+
+
+def md_replays(fixed, expandable):
+    """Per trace: fixed segments, then expandable segments, at the same capacity."""
+    kinds = ["reserved/requested", "OOM", "min capacity", "segments a/f", "chunk maps/unmaps",
+             "device calls", "syncs", "dev ms (%span)", "host ns/op (min-max)"]
+    head = ["trace", "ops"] + ["fixed: " + k for k in kinds]
+    if expandable is not None:
+        head += ["expandable: " + k for k in kinds]
+    by_name = {os.path.basename(r["trace"]): r for r in (expandable or [])}
+    lines = [md_row(head), md_row(["---"] * len(head))]
+    for f in fixed:
+        name = os.path.basename(f["trace"])
+        cells = [name.replace(".csv", ""), "{:,}".format(f["ops"])] + md_replay_cells(f)
+        if expandable is not None:
+            e = by_name.get(name)
+            cells += md_replay_cells(e) if e else ["not replayed"] + [""] * (len(kinds) - 1)
+        lines.append(md_row(cells))
+    return lines
+
+
+def write_markdown(path, runs, sets, expandable, target, tuned):
+    out = ["<!-- scripts/bench_report.py --markdown: generated from one main-job run -->", "",
+           "Benchmarks (time per operation; ratio = cachalot / baseline medians, below 1: "
+           "cachalot faster; min-max and spread over the repetitions):", ""]
+    out += md_bench(runs) + ["", "Thread scaling:", "", "```text"] + scaling_lines(runs)
+    out += ["```"]
+    for title, replays in sets:
+        exp = expandable if title == target else None
+        out += ["", "Replays, %s%s:" % (title, ", with expandable_segments:1 beside" if exp else ""),
+                ""] + md_replays(replays, exp)
+    if tuned:
+        out += ["", "```text"] + tune_table(tuned) + ["```"]
+    out += ["", "```text"] + ["%s %s" % ("MET   " if t["met"] else "MISSED", t["text"])
+                              for t in TARGETS] + [verdict_line(TARGETS), "```", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", required=True)
@@ -470,6 +545,7 @@ def main():
     ap.add_argument("--tune", help="FILE.jsonl of cachalot-replay --tune --json, one per trace")
     ap.add_argument("--device", default="")
     ap.add_argument("--targets-json", help="FILE: the targets, met or missed, as JSON")
+    ap.add_argument("--markdown", help="FILE: the tables of docs/benchmarks.md as Markdown")
     if sys.argv[1:2] == ["--merge-targets"]:
         if len(sys.argv) < 4:
             ap.error("--merge-targets OUT.json IN.json [IN.json ...]")
@@ -515,6 +591,9 @@ def main():
     out += ["", verdict_line(TARGETS)]
     if args.targets_json:
         write_targets(args.targets_json, TARGETS)
+    if args.markdown:
+        write_markdown(args.markdown, runs, sets, expandable,
+                       args.target_replay or (sets[0][0] if sets else None), tuned)
     print("\n".join(out))
 
 

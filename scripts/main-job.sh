@@ -85,6 +85,7 @@ main() {
     --expandable "$OUT/replay-1.2x-expandable.jsonl" \
     --plots "$OUT/plots/ (requested, allocated and reserved bytes over each replay)" \
     --tune "$OUT/tune-1.2x.jsonl" --targets-json "$OUT/targets.json" \
+    --markdown "$OUT/tables.md" \
     --device "$device" | tee "$OUT/report.txt"
   say "memory pools: cache-hit cost and the two-tenant replay (scripts/pools-job.sh)"
   scripts/pools-job.sh "$BUILD" "$OUT" | tee "$OUT/report-pools.txt"

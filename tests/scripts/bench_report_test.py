@@ -79,8 +79,10 @@ with tempfile.TemporaryDirectory() as d:
     targets_json = os.path.join(d, "targets.json")
     out = subprocess.run([sys.executable, os.path.join(root, "scripts", "bench_report.py"),
                           "--bench", b, "--replay", "sim=" + r, "--tune", t,
-                          "--targets-json", targets_json], stdout=subprocess.PIPE,
+                          "--targets-json", targets_json, "--markdown",
+                          os.path.join(d, "tables.md")], stdout=subprocess.PIPE,
                          text=True, check=True).stdout
+    markdown = open(os.path.join(d, "tables.md")).read()
     targets = json.load(open(targets_json))
     # Another job's targets (scripts/pools-job.sh writes such a list), merged into one verdict.
     pools = os.path.join(d, "targets-pools.json")
@@ -107,6 +109,13 @@ want = ["5.00 GiB", "3.00 GiB", "1.50 GiB 1.500x", "n/a", "INCOMPLETE (allocatio
         "    50.0 ns         40.0 ns-62.5 ns", "     10.0 ns    42%   5.00x", "65.5-81.2", "ns range",
         "min-max", "spread = (slowest - fastest repetition) / median"]
 missing = [w for w in want if w not in out]
+# --markdown: docs/benchmarks.md's tables from the same figures, spreads included.
+md_want = ["| hot_pair | 512 | 50.0 ns | 40.0 ns-62.5 ns | 333.3 ns | 0% | 0.15x | 10.0 ns | 42% "
+           "| 5.00x |",
+           "| alpha | 100 | 2.000 | 0 | 1.500x | 3/1 | 0/0 | 4 | 1 | 4.25 (4.2%) | 70.0 (65.5-81.2) |",
+           "| beta | 100 | n/a | 7 | - | 3/1 | 0/0 | - | - | - | 70.0 (65.5-81.2) |",
+           "MISSED hot pair 512 B", "targets: 1 met, 5 missed"]
+missing += ["markdown: " + w for w in md_want if w not in markdown]
 if missing:
     print("missing %s in:\n%s" % (missing, out))
     sys.exit(1)
