@@ -91,9 +91,10 @@ bool engine::tc_evict(stream_state& ss, tc_lane& l) {
     // Its segment's last live block (unmarked: evict_oldest keeps a marked segment's last)
     // leaves the segment wholly free: counted through, so that cumulative totals never go back.
     const std::size_t through = b->seg->live == 1 ? b->size : 0;
+    const auto addr = b->addr;  // free_block may merge `b` away
     if (free_block(ss, b, false, &l)) {
       ss.stats.count_through(q_inactive, p, through);
-      map_.erase(b->addr);  // before the stream can hand it out again
+      map_.erase(addr);  // before the stream can hand it out again
       for (const std::size_t q : {q_allocated, q_requested, q_active, q_allocations}) {
         ss.stats.give(q, p, l.stats.deficit(q, p, 0), l.stats);
       }
