@@ -45,12 +45,6 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   cfg_.memory_limit = memory_limit_;
   cfg_.memory_fraction = 0.0;
   cfg_.validate();
-  gc_bytes_ =
-      cfg_.gc_threshold <= 0.0
-          ? 0
-          : static_cast<std::size_t>(
-                static_cast<long double>(memory_limit_ != 0 ? memory_limit_ : device_total_) *
-                cfg_.gc_threshold);
   caching_ = cfg_.caching;
   const std::size_t slack = std::max(cfg_.segment_rounding, cfg_.large_segment_size);
   max_request_ = std::numeric_limits<std::size_t>::max() - 2 * slack;
@@ -97,6 +91,15 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   tc_capacity_ = static_cast<std::uint32_t>(cfg_.thread_cache);
   // Lanes never hold oversize blocks (max_split_size is at least a small segment).
   tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
+  policy_settings ps;
+  ps.adaptive = cfg_.release_policy == release_mode::adaptive;
+  ps.limit = memory_limit_ != 0 ? memory_limit_ : device_total_;
+  ps.gc_threshold = cfg_.gc_threshold;
+  ps.pressure_threshold = cfg_.pressure_threshold;
+  ps.expandable = expandable_;
+  ps.chunk = chunk_;
+  ps.max_split_size = max_split_size_;
+  policy_ = std::make_unique<release_policy>(ps);
   start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 

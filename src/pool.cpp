@@ -165,7 +165,13 @@ stream_state& engine::state_of(pool_record& pool, stream_t stream) {
       slot->pool = &pool;
       slot->peaks = &pool.peaks;
     } else {
-      slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks);
+      const std::size_t states = state_list_.size() + parked_.size() + 1;
+      ledger_.reserve(states * (1 + thread_cache::lane_count));
+      {
+        std::lock_guard<std::mutex> idle_lock(idle_mutex_);
+        release_states_.reserve(states);
+      }
+      slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks, &ledger_);
     }
     tc_attach(*slot, pool);  // (a parked state comes from a retired pool: it has no lanes)
     state_list_.push_back(slot.get());

@@ -18,7 +18,7 @@ std::uint32_t thread_cache::next_slot() noexcept {
 
 block* engine::tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
                               std::size_t requested) {
-  all_streams_lock all(*this, &l);  // locks `l` too, as a lane of its stream state
+  ceiling_lock all(*this, l);
   std::size_t unused = 0;
   block* b = l.take(pool, requested, true, &unused, [this, pool, rounded](std::size_t size) {
     return size >= rounded && !should_split_size(pool, size, rounded);
@@ -76,7 +76,7 @@ void engine::tc_release(block* b) {
 }
 
 bool engine::tc_put_forced(tc_lane& l, block* b) {
-  all_streams_lock all(*this, &l);
+  ceiling_lock all(*this, l);
   if (l.put(b, tc_capacity_, true) != tc_lane::put_result::done) return false;
   trace_free(b);
   return true;
@@ -104,8 +104,18 @@ void engine::tc_flush() {
 
 block* engine::tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,
                                  std::size_t requested) {
-  all_streams_lock all(*this, &ss);
-  if (!tc_flush_locked(all, &ss)) return nullptr;
+  // This stream's lanes only: their blocks go back to the stream (its lock and theirs held).
+  ceiling_lock all(*this, ss);
+  bool any = false;
+  for (tc_lane& l : ss.tcache->lanes) {
+    if (l.filled.load(std::memory_order_acquire) == 0) continue;  // (a stale 0 only skips it)
+    all.add(l);
+    any |= l.drain([this, &ss](block* b) {
+      map_.erase(b->addr);
+      free_block(ss, b, true);  // unchecked: settled when `all` is released
+    });
+  }
+  if (!any) return nullptr;
   bool unused = false;
   return take_cached(ss, pool, rounded, requested, true, &unused);
 }
@@ -151,7 +161,7 @@ void engine::tc_view(const std::vector<const stream_state*>& list, memory_stats&
 
 void engine::tc_attach(stream_state& ss, pool_record& pool) {
   if (tc_on_ && pool.id == default_pool && !ss.tcache) {
-    ss.tcache = std::make_unique<thread_cache>(&pool.peaks);
+    ss.tcache = std::make_unique<thread_cache>(&pool.peaks, &ledger_);
   }
 }
 

@@ -51,8 +51,10 @@
 #include "detail/block.hpp"
 #include "detail/capture.hpp"
 #include "detail/expandable.hpp"
+#include "detail/peak_ledger.hpp"
 #include "detail/pointer_map.hpp"
 #include "detail/pool.hpp"
+#include "detail/release_policy.hpp"
 #include "detail/reserve_arena.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_state.hpp"
@@ -247,9 +249,16 @@ class engine {
   /// Under ss.lock: frees an allocated or pending block, coalescing it with free neighbours.
   /// (Whether that leaves the segment wholly free is known beforehand: whole_after_free.)
   void release_block(stream_state& ss, block* b);
+  /// Under ss.lock: fixed segment `seg` has no live block and is not indexed: index it.
+  void note_idle(stream_state& ss, segment* seg);
+  /// Under ss.lock: puts `ss` on the list of states a release pass visits.
+  [[gnu::noinline]] void list_for_release(stream_state& ss);
 
   /// Holds the stats mutex and every stream lock (detail/all_streams_lock.hpp).
   class all_streams_lock;
+  /// Holds the stats mutex and one stream state's lock for an unchecked stats change, settled
+  /// with the peak ledger on release (detail/all_streams_lock.hpp).
+  class ceiling_lock;
 
   // --- thread cache, cold parts (thread_cache.cpp) ---
   [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
@@ -305,9 +314,19 @@ class engine {
   event_t acquire_event();
   void recycle_event(event_t e) noexcept;
   std::size_t release_cached(std::size_t target_reserved, bool largest_first);
+  /// How far a release pass goes.
+  struct release_bounds {
+    std::size_t target = 0;        ///< stop once committed bytes are at most this (0: no bound)
+    std::size_t want = 0;          ///< stop once this many bytes are released (0: no bound)
+    bool above_guarantee = false;  ///< release only what leaves each pool its guarantee
+    bool history = false;          ///< report what goes to the release policy (a gc pass)
+  };
+  /// One release pass (release.cpp), with release_mutex_ held: pools in the order of `from`,
+  /// in each `first` (if it is of that pool) and then the listed states.
+  std::size_t release_pass(const std::vector<pool_record*>& from, stream_state* first,
+                           const release_bounds& bounds);
   // --- expandable segments (expandable.cpp) ---
   std::size_t growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept;
-  std::size_t growth_mark() const;
   block* grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
                      std::size_t seg_size, refusal* why);
   block* grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
@@ -319,7 +338,8 @@ class engine {
                 std::uint64_t unmaps);
   void drop_fresh(stream_state& ss, segment* seg);
   bool device_has(std::size_t bytes);
-  void collect_spans(stream_state& ss, std::vector<release_candidate>& out) const;
+  void collect_spans(stream_state& ss, std::vector<release_candidate>& out,
+                     std::size_t budget) const;
   std::size_t pick_span(span_batches& spans, release_candidate c, std::size_t over);
   std::string mapped_note() const;
   std::size_t release_spans(stream_state& ss, const std::vector<release_candidate>& picks);
@@ -339,7 +359,7 @@ class engine {
   void* carve_reserve(pool_record& pool, std::size_t bytes);
   void return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve);
   void cap_idle(stream_state& ss) noexcept;
-  std::size_t release_idle(std::size_t bytes);
+  std::size_t release_idle(stream_state& ss, std::size_t bytes);
   block* retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
                                   std::size_t requested);
   bool quiet_oom() const noexcept;
@@ -360,15 +380,16 @@ class engine {
   block* grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, std::size_t seg_size, refusal why,
                              const char** reason);
-  /// Releases wholly free cached segments of the pools `from`, pool by pool in that order,
-  /// largest first, until committed() <= target or `want` bytes were released (0: no such
-  /// bound); `above_guarantee`: only as far as each pool keeps its guarantee. Returns the bytes
-  /// released.
+  /// Releases idle cached segments and free expandable spans of the pools `from`, pool by pool
+  /// in that order (`first`, the requester's state, first in its pool), largest first in each
+  /// state, until committed() <= target or `want` bytes were released (0: no such bound);
+  /// `above_guarantee`: only as far as each pool keeps its guarantee. Returns the bytes
+  /// released. Does not drain thread-cache lanes.
   std::size_t release_free_segments(const std::vector<pool_record*>& from, bool above_guarantee,
-                                    std::size_t target, std::size_t want);
+                                    std::size_t target, std::size_t want, stream_state* first);
   std::vector<pool_record*> pools_where(bool (*pick)(const pool_record&, const pool_record&),
                                         const pool_record& requester) const;
-  void gc_release(const pool_record& requester, std::size_t target);
+  void gc_release(stream_state& requester, std::size_t target);
   std::size_t drain_released();
   void retire_if_empty(pool_record& pool);
   void end_all_routes() noexcept;
@@ -386,7 +407,6 @@ class engine {
   std::size_t large_split_remainder_;
   std::size_t max_request_;
   std::size_t memory_limit_;
-  std::size_t gc_bytes_;  // reserved bytes above which growth first releases cached segments
   std::size_t device_total_;
   bool caching_;
   bool expandable_ = false;                      ///< expandable segments (config and caching on)
@@ -407,9 +427,12 @@ class engine {
   std::size_t tc_max_ = 0;         ///< largest block a lane takes (config thread_cache_max_size)
   std::size_t max_cached_;
   std::unique_ptr<reserve_arena> arena_;  ///< the reserve, when configured
+  /// When to release and when the oversize rule applies (detail/release_policy.hpp).
+  std::unique_ptr<release_policy> policy_;
 
   pointer_map map_;
   mutable global_stats gstats_;
+  mutable peak_ledger ledger_;      // granted ceilings and slack lists (detail/peak_ledger.hpp)
   mutable std::mutex stats_mutex_;  // peaks and ceilings; taken before any stream lock
   std::unique_ptr<trace_writer> tracer_;
 
@@ -446,6 +469,10 @@ class engine {
   std::mutex events_mutex_;
   std::vector<event_t> free_events_;
   std::mutex release_mutex_;
+  /// States with idle or expandable segments, which release passes visit (idle_mutex_, a leaf
+  /// lock taken under a stream lock; entries leave only under release_mutex_).
+  std::mutex idle_mutex_;
+  std::vector<stream_state*> release_states_;
   std::mutex oom_mutex_;  // the out-of-memory callback (a leaf; never held while it runs)
   std::function<bool(std::size_t, stream_t)> oom_callback_;
   unsigned oom_retries_ = 0;

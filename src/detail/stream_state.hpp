@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "detail/free_index.hpp"
+#include "detail/idle_index.hpp"
 #include "detail/segment.hpp"
 #include "detail/spinlock.hpp"
 #include "detail/stats_tracker.hpp"
@@ -25,7 +26,8 @@ struct stream_state : stats_holder {
   /// can be kept in different segments.
   static constexpr std::size_t band_count = 2 * pool_count;
 
-  stream_state(stream_t s, pool_record* p, pool_peaks* pp) : stats_holder(pp), pool(p), stream(s) {}
+  stream_state(stream_t s, pool_record* p, pool_peaks* pp, peak_ledger* l)
+      : stats_holder(pp, &lock, l), pool(p), stream(s) {}
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
@@ -38,13 +40,18 @@ struct stream_state : stats_holder {
   free_index index[band_count];  ///< free blocks below max_split_size, per band
   free_index oversize;           ///< free blocks >= max_split_size (never split)
   segment* segments = nullptr;   ///< intrusive list of this stream's segments
-  block_pool nodes;              ///< recycled block nodes
+  idle_index idle;               ///< fixed segments with no live block, by size (and stale ones)
+  /// In the engine's list of states a release visits (it has idle or expandable segments).
+  bool release_listed = false;
+  std::size_t ranges = 0;  ///< expandable segments linked
+  block_pool nodes;        ///< recycled block nodes
   /// Thread cache (detail/thread_cache.hpp): default-pool states only, when configured. Set
   /// before the state is published (registry_mutex_ exclusive); its lanes have their own locks.
   std::unique_ptr<thread_cache> tcache;
 
   /// Links a new segment into the list.
   void link(segment* s) noexcept {
+    if (s->expandable()) ++ranges;
     s->prev = nullptr;
     s->next = segments;
     if (segments != nullptr) segments->prev = s;
@@ -52,6 +59,7 @@ struct stream_state : stats_holder {
   }
   /// Unlinks a segment from the list.
   void unlink(segment* s) noexcept {
+    if (s->expandable()) --ranges;
     if (s->prev != nullptr) {
       s->prev->next = s->next;
     } else {

@@ -41,7 +41,7 @@ namespace cachalot::detail {
 struct alignas(128) tc_lane : stats_holder {
   static constexpr std::uint32_t max_capacity = 64;  ///< most blocks a lane can hold
 
-  tc_lane() noexcept : stats_holder(nullptr) {}
+  tc_lane() noexcept : stats_holder(nullptr, &lock, nullptr) {}
 
   enum class put_result : std::uint8_t { done, full, over_ceiling };
 
@@ -174,8 +174,11 @@ struct alignas(128) tc_lane : stats_holder {
 struct thread_cache {
   static constexpr std::size_t lane_count = 8;  ///< a power of two
 
-  explicit thread_cache(pool_peaks* peaks) noexcept {
-    for (tc_lane& l : lanes) l.peaks = peaks;
+  thread_cache(pool_peaks* peaks, peak_ledger* ledger) noexcept {
+    for (tc_lane& l : lanes) {
+      l.peaks = peaks;
+      l.ledger = ledger;
+    }
   }
   thread_cache(const thread_cache&) = delete;
   thread_cache& operator=(const thread_cache&) = delete;

@@ -121,10 +121,12 @@ TEST(out_of_memory, MemoryLimitAsPercentOfTheDevice) {
 }
 
 TEST(out_of_memory, NearTheLimitGrowthFirstReturnsCachedSegmentsThatDoNotFit) {
-  fixture f("gc_threshold:0.5", 100 * MiB);     // growth beyond 50 MiB reserved returns cache
-  void* a = f.alloc->allocate(12 * MiB, s(1));  // 12 MiB segment
-  void* b = f.alloc->allocate(14 * MiB, s(1));  // 14 MiB segment
-  void* c = f.alloc->allocate(16 * MiB, s(2));  // 16 MiB segment: 42 MiB reserved
+  // (release_policy:eager: at every growth; adaptive applies it once in-use memory is tight.)
+  fixture f("gc_threshold:0.5,release_policy:eager", 100 * MiB);  // growth beyond 50 MiB
+                                                                  // reserved returns cache
+  void* a = f.alloc->allocate(12 * MiB, s(1));                    // 12 MiB segment
+  void* b = f.alloc->allocate(14 * MiB, s(1));                    // 14 MiB segment
+  void* c = f.alloc->allocate(16 * MiB, s(2));                    // 16 MiB segment: 42 MiB reserved
   f.alloc->deallocate(a);
   f.alloc->deallocate(b);  // 26 MiB cached on stream 1, nothing of it fits 20 MiB
   void* d = f.alloc->allocate(20 * MiB, s(1));  // 42 + 20 > 50: release 14 MiB (largest) only
