@@ -126,21 +126,50 @@ def frag_cell(r):
     return "%.3f" % r["fragmentation"]
 
 
+def device_of(r):
+    """The replay's device figures (cachalot-replay's "device" object), {} when absent."""
+    return (r or {}).get("device") or {}
+
+
+def dev_ms_cell(r):
+    d = device_of(r)
+    return "%.2f" % (d["total_ns"] / 1e6) if d else "-"
+
+
+def span_cell(r):
+    share = (r or {}).get("device_span_share")
+    return "-" if share is None else "%.1f%%" % (100 * share)
+
+
+def calls_cell(r):
+    d = device_of(r)
+    return "%d" % d["calls"] if d else "-"
+
+
+def syncs_cell(r):
+    d = device_of(r)
+    return "%d" % d["syncs"] if d else "-"
+
+
 def replay_table(title, replays):
     lines = [title]
-    head = "%-18s %7s %9s %9s %9s %9s %6s %4s %9s %7s | %6s %8s | %15s" % (
-        "trace", "ops", "capacity", "peak req", "peak all", "peak res", "frag", "OOM",
-        "seg a/f", "ns/op", "p-frag", "p-ns/op", "min capacity")
+    head = ("%-18s %7s %9s %9s %9s %9s %6s %4s %9s %7s %8s %6s %6s %5s | %6s %8s %8s %6s | %15s"
+            % ("trace", "ops", "capacity", "peak req", "peak all", "peak res", "frag", "OOM",
+               "seg a/f", "ns/op", "dev ms", "%span", "calls", "syncs", "p-frag", "p-ns/op",
+               "p-dev ms", "p-span", "min capacity"))
     lines += [head, "-" * len(head)]
     incomplete = []
     for r in replays:
         b = r.get("baseline")
         name = os.path.basename(r["trace"])
-        lines.append("%-18s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f | %6s %8s | %15s" % (
-            name[:18], r["ops"], gib(r["capacity_bytes"]), gib(r["peak_requested_bytes"]),
-            gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), frag_cell(r),
-            r["ooms"], "%d/%d" % (r["segment_allocs"], r["segment_frees"]), r["ns_per_op"],
-            frag_cell(b), "%.1f" % b["ns_per_op"] if b else "-", min_capacity_cell(r)))
+        lines.append(
+            "%-18s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f %8s %6s %6s %5s | %6s %8s %8s %6s | %15s"
+            % (name[:18], r["ops"], gib(r["capacity_bytes"]), gib(r["peak_requested_bytes"]),
+               gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), frag_cell(r),
+               r["ooms"], "%d/%d" % (r["segment_allocs"], r["segment_frees"]), r["ns_per_op"],
+               dev_ms_cell(r), span_cell(r), calls_cell(r), syncs_cell(r), frag_cell(b),
+               "%.1f" % b["ns_per_op"] if b else "-", dev_ms_cell(b), span_cell(b),
+               min_capacity_cell(r)))
         if r.get("complete", True) is False:
             incomplete.append(name)
     lines.append("columns: ops = allocations and frees replayed; capacity = the simulated "
@@ -149,7 +178,12 @@ def replay_table(title, replays):
                  "segments) bytes; frag = peak reserved / peak requested (n/a when allocations "
                  "were refused: the peaks then cover only what was served); OOM = allocations "
                  "refused; seg a/f = device segment allocations / frees; ns/op = host time per "
-                 "operation, median of the repeats; p- = the same for the pass-through baseline "
+                 "operation, median of the repeats; dev ms = device time of every device call "
+                 "(modeled by the simulated device's cost model, docs/usage.md; measured on a "
+                 "GPU), the implied synchronization of each segment free included; %span = that "
+                 "time as a share of the trace's own span (its first to last timestamp); calls = "
+                 "device calls of every kind; syncs = device synchronizations, explicit and "
+                 "implied by segment frees; p- = the same for the pass-through baseline "
                  "(caching:0) on the same device; min capacity = the smallest capacity on which "
                  "the trace replays with no refusal (bisection to 0.5% of the peak or 2 MiB), "
                  "in bytes and as a multiple of the trace's peak requested bytes.")
@@ -162,29 +196,36 @@ def tune_calls(r):
     return r["segment_allocs"] + r["segment_frees"] + r["chunk_maps"] + r["chunk_unmaps"]
 
 
+def tune_ms(r):
+    d = device_of(r)
+    return "%.1f" % (d["total_ns"] / 1e6) if d else "-"
+
+
 def tune_table(results):
     """cachalot-replay --tune, one JSON object per trace: default vs recommended."""
     lines = ["--- cachalot-replay --tune on each trace (capacity 1.2x its peak) " + "-" * 33]
-    head = "%-18s %19s %5s %17s %15s %6s  %s" % (
-        "trace", "peak res def->rec", "OOM", "min cap def->rec", "calls def->rec", "s",
-        "recommended CACHALOT_CONF")
+    head = "%-18s %19s %5s %17s %15s %15s %6s  %s" % (
+        "trace", "peak res def->rec", "OOM", "min cap def->rec", "calls def->rec",
+        "dev ms def->rec", "s", "recommended CACHALOT_CONF")
     lines += [head, "-" * len(head)]
     for r in results:
         t = r["traces"][0]
         d, b = t["default"], t["recommended"]
         mc = lambda m: "%.3f" % m["factor"] if m.get("found") else "none"
-        lines.append("%-18s %19s %5s %17s %15s %6.2f  %s" % (
+        lines.append("%-18s %19s %5s %17s %15s %15s %6.2f  %s" % (
             os.path.basename(t["trace"])[:18],
             "%s->%s" % (gib(d["peak_reserved_bytes"]), gib(b["peak_reserved_bytes"])),
             "%d->%d" % (d["ooms"], b["ooms"]),
             "%sx->%sx" % (mc(t["default_min_capacity"]), mc(t["recommended_min_capacity"])),
-            "%d->%d" % (tune_calls(d), tune_calls(b)), r["search_seconds"],
-            r["recommended"] or "(the defaults)"))
+            "%d->%d" % (tune_calls(d), tune_calls(b)), "%s->%s" % (tune_ms(d), tune_ms(b)),
+            r["search_seconds"], r["recommended"] or "(the defaults)"))
     lines.append("columns: default -> recommended; peak res = peak reserved at the capacity; "
                  "min cap = smallest capacity without an out-of-memory error, as a multiple of "
                  "the trace's peak; calls = device calls (segment allocs + frees, chunk maps + "
-                 "unmaps); s = the search's wall time. Objective: fewest OOMs, then least peak "
-                 "reserved, then fewest device calls.")
+                 "unmaps); dev ms = modeled device time of every call; s = the search's wall "
+                 "time. Objective: fewest OOMs, then least peak reserved plus modeled device "
+                 "time weighed in bytes (--tune-time-weight, by default the trace's peak per ms "
+                 "of its span), then fewest device calls.")
     return lines
 
 
@@ -264,28 +305,48 @@ def replay_targets(replays):
 def side_by_side(fixed, expandable):
     """Per trace: fixed segments next to expandable segments (same capacity factor)."""
     by_name = {os.path.basename(r["trace"]): r for r in expandable}
-    head = "%-18s | %6s %4s %15s %9s %6s | %6s %4s %15s %9s %11s %6s" % (
-        "trace", "frag", "OOM", "min capacity", "seg a/f", "ns/op",
-        "frag", "OOM", "min capacity", "seg a/f", "maps/unmaps", "ns/op")
-    lines = ["%-18s | %-47s | %s" % ("", "fixed segments (default)", "expandable_segments:1"),
+    head = "%-18s | %6s %4s %15s %9s %8s %6s %5s %6s | %6s %4s %15s %9s %11s %8s %6s %5s %6s" % (
+        "trace", "frag", "OOM", "min capacity", "seg a/f", "dev ms", "%span", "syncs", "ns/op",
+        "frag", "OOM", "min capacity", "seg a/f", "maps/unmaps", "dev ms", "%span", "syncs",
+        "ns/op")
+    lines = ["%-18s | %-70s | %s" % ("", "fixed segments (default)", "expandable_segments:1"),
              head, "-" * len(head)]
     for f in fixed:
         name = os.path.basename(f["trace"])
         e = by_name.get(name)
-        left = "%-18s | %6s %4d %15s %9s %6.1f" % (
+        left = "%-18s | %6s %4d %15s %9s %8s %6s %5s %6.1f" % (
             name[:18], frag_cell(f), f["ooms"], min_capacity_cell(f),
-            "%d/%d" % (f["segment_allocs"], f["segment_frees"]), f["ns_per_op"])
+            "%d/%d" % (f["segment_allocs"], f["segment_frees"]), dev_ms_cell(f), span_cell(f),
+            syncs_cell(f), f["ns_per_op"])
         if e is None:
             lines.append(left + " | (not replayed)")
             continue
-        lines.append(left + " | %6s %4d %15s %9s %11s %6.1f" % (
+        lines.append(left + " | %6s %4d %15s %9s %11s %8s %6s %5s %6.1f" % (
             frag_cell(e), e["ooms"], min_capacity_cell(e),
             "%d/%d" % (e["segment_allocs"], e["segment_frees"]),
-            "%d/%d" % (e.get("chunk_maps", 0), e.get("chunk_unmaps", 0)), e["ns_per_op"]))
+            "%d/%d" % (e.get("chunk_maps", 0), e.get("chunk_unmaps", 0)), dev_ms_cell(e),
+            span_cell(e), syncs_cell(e), e["ns_per_op"]))
     lines.append("same capacity for both (1.2x each trace's peak); maps/unmaps = physical chunks "
                  "mapped and unmapped (expandable segments grow and shrink by chunks, not by "
-                 "device allocations)")
+                 "device allocations; each map is cuMemCreate + cuMemMap + cuMemSetAccess, each "
+                 "unmap cuMemUnmap + cuMemRelease); dev ms, %span, syncs as in the replay tables")
     return lines
+
+
+def device_time_targets(replays, what):
+    """Issue 21: modeled device time <= 1% of the trace's span and no device synchronization
+    (a replay calls neither empty_cache nor trim; an out-of-memory retry is the one excuse)."""
+    out = []
+    for r in replays:
+        d, share = device_of(r), r.get("device_span_share")
+        if not d or share is None:
+            continue
+        ok = share <= 0.01 and (d["syncs"] == 0 or r["ooms"] > 0)
+        out.append(verdict(ok, "%-18s %s: modeled device time %.2f ms = %.2f%% of the trace's "
+                           "span (<= 1%%), %d device syncs (0 outside an OOM retry)" % (
+                               os.path.basename(r["trace"]), what, d["total_ns"] / 1e6,
+                               100 * share, d["syncs"])))
+    return out
 
 
 def expandable_targets(replays):
@@ -373,8 +434,10 @@ def main():
     for title, replays in sets:
         if args.target_replay is None or title == args.target_replay:
             out += replay_targets(replays)
+            out += device_time_targets(replays, "fixed")
     if expandable is not None:
         out += expandable_targets(expandable)
+        out += device_time_targets(expandable, "expandable")
     if tuned:
         out += tune_target(tuned)
     print("\n".join(out))

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cachalot's main job: build Release, run a fast subset of the benchmarks (cachalot and its
-# baselines in one binary) and replay the bundled traces (with the smallest capacity each needs),
-# then print ONE report: every figure with its ratio to the baselines, the replays, and the
-# targets met or missed. Plots (SVG) go to out/plots/. Runs on the GPU when there is one, else
+# baselines in one binary) and replay the bundled traces (with the smallest capacity each needs;
+# fixed and expandable segments, each beside the pass-through), then print ONE report: every
+# figure with its ratio to the baselines, the replays with their device calls, syncs and modeled
+# device time next to the bytes, and the targets met or missed. Plots (SVG) go to out/plots/. Runs on the GPU when there is one, else
 # on the simulated device, and says so. Afterwards `cmake --install build-release` installs it.
 #
 # Environment: BUILD_DIR (build-release), OUT_DIR (out), JOBS (nproc), BENCH_MIN_TIME (0.25 s),
@@ -52,6 +53,8 @@ replay_traces() {
   "$replay" --json --repeat 5 --capacity-factor 1.2 --min-capacity --config expandable_segments:1 \
     "${traces[@]}" >"$OUT/replay-1.2x-expandable.jsonl"
   "$replay" --json --repeat 5 --capacity-factor 2 "${traces[@]}" >"$OUT/replay-2x.jsonl"
+  "$replay" --json --repeat 5 --capacity-factor 2 --config expandable_segments:1 \
+    "${traces[@]}" >"$OUT/replay-2x-expandable.jsonl"
   say "tuning the config on each trace (cachalot-replay --tune, capacity 1.2x)"
   : >"$OUT/tune-1.2x.jsonl"
   for t in "${traces[@]}"; do
@@ -72,7 +75,8 @@ main() {
   local device="simulated device (no CUDA device here)" replays=()
   [ "$GPU" = 1 ] && device="CUDA GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
   replays=(--replay "simulated device, capacity 1.2x each trace's peak (targets)=$OUT/replay-1.2x.jsonl"
-           --replay "simulated device, capacity 2x each trace's peak=$OUT/replay-2x.jsonl")
+           --replay "simulated device, capacity 2x each trace's peak=$OUT/replay-2x.jsonl"
+           --replay "simulated device, capacity 2x, expandable_segments:1=$OUT/replay-2x-expandable.jsonl")
   [ "$GPU" = 1 ] && replays+=(--replay "CUDA device=$OUT/replay-gpu.jsonl")
   python3 scripts/bench_report.py --bench "$OUT/bench.json" "${replays[@]}" \
     --target-replay "simulated device, capacity 1.2x each trace's peak (targets)" \

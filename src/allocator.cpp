@@ -37,7 +37,9 @@ void allocator::process_events() {
   engine_->process_events();
 }
 memory_stats allocator::stats() const {
-  return engine_->stats();
+  memory_stats s = engine_->stats();
+  s.device = engine_->backend().call_stats();
+  return s;
 }
 void allocator::reset_peak_stats() {
   engine_->reset_peak_stats();
@@ -83,7 +85,9 @@ pool_id allocator::pool_of(const void* ptr) const {
   return engine_->pool_of(ptr);
 }
 memory_stats allocator::stats(pool_id pool) const {
-  return engine_->stats(pool);
+  memory_stats s = engine_->stats(pool);
+  s.device = engine_->backend().call_stats();  // the device's, like num_device_syncs
+  return s;
 }
 std::vector<pool_info> allocator::pools() const {
   return engine_->pools();

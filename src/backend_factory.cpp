@@ -34,6 +34,7 @@ std::shared_ptr<device_backend> make_simulated(const config& cfg) {
   o.capacity = cfg.capacity;
   o.host_backing = cfg.host_backing;
   o.device = cfg.device;
+  o.cost = cfg.cost;
   return std::make_shared<simulated_device>(o);
 }
 

@@ -4,7 +4,9 @@
 // record, marked dead, so that a later call through a stale handle is reported as an error
 // instead of touching freed memory.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -99,6 +101,31 @@ void fill(cachalot_pool_stats& out, const pool_stats& s) {
   fill(out.large_pool, s.large);
 }
 
+// The device fields: totals, then one cachalot_device_call per kind, in device_call order.
+void fill_device(cachalot_stats& out, const device_call_stats& d) {
+  static constexpr cachalot_device_call cachalot_stats::*by_kind[] = {
+      &cachalot_stats::call_segment_alloc, &cachalot_stats::call_segment_free,
+      &cachalot_stats::call_range_reserve, &cachalot_stats::call_range_release,
+      &cachalot_stats::call_chunk_create,  &cachalot_stats::call_chunk_map,
+      &cachalot_stats::call_chunk_access,  &cachalot_stats::call_chunk_unmap,
+      &cachalot_stats::call_chunk_release, &cachalot_stats::call_event_create,
+      &cachalot_stats::call_event_record,  &cachalot_stats::call_event_query,
+      &cachalot_stats::call_event_sync,    &cachalot_stats::call_stream_sync,
+      &cachalot_stats::call_device_sync,   &cachalot_stats::call_copy};
+  static_assert(std::size(by_kind) == device_call_count, "one field per device_call");
+  static_assert(static_cast<int>(device_timing::modeled) == CACHALOT_DEVICE_TIMING_MODELED &&
+                    static_cast<int>(device_timing::measured) == CACHALOT_DEVICE_TIMING_MEASURED &&
+                    static_cast<int>(device_timing::none) == CACHALOT_DEVICE_TIMING_NONE,
+                "timing values");
+  out.device_timing = static_cast<std::uint64_t>(d.timing);
+  out.device_ns = d.total_ns();
+  out.device_calls = d.total_calls();
+  out.device_syncs = d.syncs();
+  out.device_implied_syncs = d.implied_syncs;
+  out.device_implied_sync_ns = d.implied_sync_ns;
+  for (std::size_t i = 0; i < device_call_count; ++i) out.*by_kind[i] = {d.calls[i], d.ns[i]};
+}
+
 // Every field this library knows, `size` included.
 cachalot_stats full_stats(const memory_stats& s, std::size_t max_split_size) {
   cachalot_stats out{};
@@ -128,6 +155,7 @@ cachalot_stats full_stats(const memory_stats& s, std::size_t max_split_size) {
   out.max_split_size = max_split_size == SIZE_MAX ? UINT64_MAX : max_split_size;
   out.num_chunk_maps = s.num_chunk_maps;
   out.num_chunk_unmaps = s.num_chunk_unmaps;
+  fill_device(out, s.device);
   return out;
 }
 
@@ -155,7 +183,8 @@ cachalot_status status_of_current_exception(const char* context) noexcept {
 }
 
 std::string snapshot_json(const allocator& a) {
-  return snapshot_to_json(a.snapshot(), a.backend().device(), a.backend().name());
+  const device_call_stats calls = a.backend().call_stats();
+  return snapshot_to_json(a.snapshot(), a.backend().device(), a.backend().name(), &calls);
 }
 
 cachalot_status copy_text(const std::string& text, char* buf, std::size_t capacity,
@@ -400,10 +429,9 @@ cachalot_status cachalot_pool_get_stats(cachalot_allocator* a, cachalot_pool_id 
   if (out == nullptr) {
     return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_get_stats: out is NULL");
   }
-  return with(a, "cachalot_pool_get_stats",
-              [&](allocator& x) {
-                detail::fill_stats(x.stats(pool), x.get_config().max_split_size, out);
-              });
+  return with(a, "cachalot_pool_get_stats", [&](allocator& x) {
+    detail::fill_stats(x.stats(pool), x.get_config().max_split_size, out);
+  });
 }
 
 }  // extern "C"

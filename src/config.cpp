@@ -85,17 +85,23 @@ std::string_view setting_of(std::string_view key) {
   std::string_view best;
   std::size_t best_distance = SIZE_MAX;
   const std::size_t near = std::max<std::size_t>(2, key.size() / 3);  // "did you mean" distance
-  for (const std::string_view k : known_keys) {
+  const auto consider = [&](std::string_view k) {
     const std::size_t gap = k.size() > key.size() ? k.size() - key.size() : key.size() - k.size();
-    if (gap > near) continue;  // at least that many edits apart
+    if (gap > near) return;  // at least that many edits apart
     const std::size_t d = detail::edit_distance(key, k);
     if (d < best_distance) best = k, best_distance = d;
-  }
+  };
+  for (const std::string_view k : known_keys) consider(k);
+  for (const std::string_view k : device_cost_keys()) consider(k);
   if (best_distance <= near) {
     CACHALOT_FAIL(invalid_argument, "config: unknown key '{}'; did you mean '{}'?", key, best);
   }
   std::string all;
   for (const char* k : known_keys) all += (all.empty() ? "" : ", ") + std::string(k);
+  for (const char* k : device_cost_keys()) {
+    all += ", ";
+    all += k;
+  }
   CACHALOT_FAIL(invalid_argument, "config: unknown key '{}' (known: {})", key, all);
 }
 
@@ -218,6 +224,7 @@ void apply(config& c, std::string_view key, std::string_view v) {
     c.debug = detail::parse_bool(v, key);
   } else if (key == "caching") {
     c.caching = detail::parse_bool(v, key);
+  } else if (apply_cost_key(c.cost, key, v)) {  // cost_model, cost_* (device_cost.cpp)
   } else {
     unknown_key(key);
   }
@@ -369,6 +376,8 @@ std::string config::to_string() const {
       pressure_threshold, divisions.empty() ? std::string("0") : divisions,
       expandable_segments ? 1 : 0, reserve, size_or_none(max_cached), thread_cache,
       thread_cache_max_size, debug ? 1 : 0, caching ? 1 : 0);
+  s += ',';
+  s += cost.to_string();  // (appended apart: GCC 12's -Wrestrict misreads "," + string at -O3)
   if (!trace_file.empty()) s += ",trace_file:" + trace_file;
   return s;
 }
@@ -388,7 +397,7 @@ bool operator==(const config& a, const config& b) noexcept {
          a.expandable_segments == b.expandable_segments && a.reserve == b.reserve &&
          a.max_cached == b.max_cached && a.thread_cache == b.thread_cache &&
          a.thread_cache_max_size == b.thread_cache_max_size && a.trace_file == b.trace_file &&
-         a.debug == b.debug && a.caching == b.caching;
+         a.debug == b.debug && a.caching == b.caching && a.cost == b.cost;
 }
 
 bool operator!=(const config& a, const config& b) noexcept {

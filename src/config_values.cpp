@@ -146,6 +146,38 @@ std::size_t parse_size_value(std::string_view text, std::string_view key, unit_r
   return static_cast<std::size_t>(bytes);
 }
 
+std::uint64_t parse_duration_ns(std::string_view text, std::string_view key, std::string_view value,
+                                std::uint64_t max_ns) {
+  static constexpr unit_def time_units[] = {
+      {"ns", 1}, {"us", 1000}, {"ms", 1000 * 1000}, {"s", 1000 * 1000 * 1000}};
+  const std::string_view t = trim(text);
+  std::string_view rest = t;
+  const decimal d = read_decimal(rest, key, value);
+  const std::string_view unit = trim(rest);
+  if (unit.empty()) {
+    CACHALOT_EXPECTS(d.whole == 0 && d.fraction == 0, invalid_argument,
+                     "config key '{}': '{}' in '{}' has no unit; write e.g. {}us (units: ns, us, "
+                     "ms, s)",
+                     key, t, value, t);
+    return 0;
+  }
+  std::uint64_t factor = 0;
+  for (const unit_def& u : time_units) {
+    if (iequals(unit, u.name)) factor = u.factor;
+  }
+  CACHALOT_EXPECTS(factor != 0, invalid_argument,
+                   "config key '{}': unknown unit '{}' in '{}' (use ns, us, ms or s)", key, unit,
+                   value);
+  const std::uint64_t p = pow10(d.fraction_digits);
+  const std::uint64_t part = (d.fraction * factor + p / 2) / p;  // to the nearest ns (< 1e18)
+  std::uint64_t ns = 0;
+  CACHALOT_EXPECTS(!__builtin_mul_overflow(d.whole, factor, &ns) &&
+                       !__builtin_add_overflow(ns, part, &ns) && ns <= max_ns,
+                   invalid_argument, "config key '{}': '{}' in '{}' is above the limit of {} s",
+                   key, t, value, max_ns / 1000000000);
+  return ns;
+}
+
 std::uint64_t parse_count(std::string_view text, std::string_view key) {
   const std::string_view value = trim(text);
   std::string_view rest = value;

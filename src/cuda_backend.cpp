@@ -167,7 +167,8 @@ void* cuda_backend::allocate_segment(std::size_t bytes, stream_t stream) {
   (void)stream;  // cuMemAlloc memory is usable by every stream of the device
   const cu::context_guard guard(api_, context_);
   cu::CUdeviceptr ptr = 0;
-  const cu::CUresult res = api_.MemAlloc(&ptr, bytes);
+  const cu::CUresult res =
+      timed(device_call::segment_alloc, [&] { return api_.MemAlloc(&ptr, bytes); });
   if (res == cu::kErrorOutOfMemory) return nullptr;  // nothing sticky in the driver API
   CACHALOT_CU_CHECK(res, "cuMemAlloc(&ptr, bytes)");
   return host_ptr(ptr);
@@ -176,7 +177,8 @@ void* cuda_backend::allocate_segment(std::size_t bytes, stream_t stream) {
 void cuda_backend::free_segment(void* ptr, std::size_t bytes) {
   (void)bytes;
   const cu::context_guard guard(api_, context_);
-  const cu::CUresult res = api_.MemFree(dptr(ptr));
+  const cu::CUresult res =
+      timed(device_call::segment_free, [&] { return api_.MemFree(dptr(ptr)); });
   if (cu::is_shutdown_error(res)) return;
   CACHALOT_CU_CHECK(res, "cuMemFree(ptr)");
 }
@@ -184,7 +186,8 @@ void cuda_backend::free_segment(void* ptr, std::size_t bytes) {
 event_t cuda_backend::create_event() {
   const cu::context_guard guard(api_, context_);
   cu::CUevent event = nullptr;
-  CACHALOT_CU_TRY(api_, EventCreate, &event, cu::kEventDisableTiming);
+  timed(device_call::event_create,
+        [&] { CACHALOT_CU_TRY(api_, EventCreate, &event, cu::kEventDisableTiming); });
   return static_cast<event_t>(event);
 }
 
@@ -199,12 +202,14 @@ void cuda_backend::record_event(event_t event, stream_t stream) {
   // NULL is the legacy default stream (the entry points are the legacy-stream variants); the
   // handles cudaStreamLegacy (0x1) and cudaStreamPerThread (0x2) are passed as they are.
   const cu::context_guard guard(api_, context_);
-  CACHALOT_CU_TRY(api_, EventRecord, as_event(event), as_stream(stream));
+  timed(device_call::event_record,
+        [&] { CACHALOT_CU_TRY(api_, EventRecord, as_event(event), as_stream(stream)); });
 }
 
 bool cuda_backend::query_event(event_t event) {
   const cu::context_guard guard(api_, context_);
-  const cu::CUresult res = api_.EventQuery(as_event(event));
+  const cu::CUresult res =
+      timed(device_call::event_query, [&] { return api_.EventQuery(as_event(event)); });
   if (res == cu::kErrorNotReady) return false;
   CACHALOT_CU_CHECK(res, "cuEventQuery(event)");
   return true;
@@ -212,12 +217,12 @@ bool cuda_backend::query_event(event_t event) {
 
 void cuda_backend::synchronize_event(event_t event) {
   const cu::context_guard guard(api_, context_);
-  CACHALOT_CU_TRY(api_, EventSynchronize, as_event(event));
+  timed(device_call::event_sync, [&] { CACHALOT_CU_TRY(api_, EventSynchronize, as_event(event)); });
 }
 
 void cuda_backend::synchronize_device() {
   const cu::context_guard guard(api_, context_);
-  CACHALOT_CU_TRY(api_, CtxSynchronize);
+  timed(device_call::device_sync, [&] { CACHALOT_CU_TRY(api_, CtxSynchronize); });
 }
 
 device_memory_info cuda_backend::memory_info() {
@@ -229,6 +234,10 @@ device_memory_info cuda_backend::memory_info() {
   info.total = total_bytes;
   info.free = free_bytes;
   return info;
+}
+
+device_call_stats cuda_backend::call_stats() const {
+  return clock_.stats();
 }
 
 bool cuda_backend::is_capturing(stream_t stream) {
@@ -287,7 +296,9 @@ void* cuda_backend::reserve_address_range(std::size_t bytes) {
                    bytes, vm_granularity_, device_);
   const cu::context_guard guard(api_, context_);
   cu::CUdeviceptr base = 0;
-  const cu::CUresult res = api_.MemAddressReserve(&base, bytes, vm_granularity_, 0, 0);
+  const cu::CUresult res = timed(device_call::range_reserve, [&] {
+    return api_.MemAddressReserve(&base, bytes, vm_granularity_, 0, 0);
+  });
   if (res == cu::kErrorOutOfMemory) return nullptr;  // address space exhausted
   CACHALOT_CU_CHECK(res, "cuMemAddressReserve(&base, bytes, granularity, 0, 0)");
   return host_ptr(base);
@@ -305,7 +316,8 @@ void cuda_backend::release_address_range(void* base, std::size_t bytes) {
                      bytes, it == chunks_.end() ? 0 : it->first);
   }
   const cu::context_guard guard(api_, context_);
-  const cu::CUresult res = api_.MemAddressFree(dptr(base), bytes);
+  const cu::CUresult res =
+      timed(device_call::range_release, [&] { return api_.MemAddressFree(dptr(base), bytes); });
   if (cu::is_shutdown_error(res)) return;
   CACHALOT_CU_CHECK(res, "cuMemAddressFree(base, bytes)");
 }
@@ -325,10 +337,11 @@ bool cuda_backend::map_chunk(void* addr, std::size_t bytes) {
   const cu::context_guard guard(api_, context_);
   const cu::CUmemAllocationProp prop = chunk_properties(device_);
   cu::CUmemGenericAllocationHandle handle = 0;
-  cu::CUresult res = api_.MemCreate(&handle, bytes, &prop, 0);
+  cu::CUresult res =
+      timed(device_call::chunk_create, [&] { return api_.MemCreate(&handle, bytes, &prop, 0); });
   if (res == cu::kErrorOutOfMemory) return false;
   CACHALOT_CU_CHECK(res, "cuMemCreate(&handle, bytes, &prop, 0)");
-  res = api_.MemMap(dptr(addr), bytes, 0, handle, 0);
+  res = timed(device_call::chunk_map, [&] { return api_.MemMap(dptr(addr), bytes, 0, handle, 0); });
   if (res != cu::kSuccess) {
     discard_chunk(dptr(addr), bytes, handle, false);
     if (res == cu::kErrorOutOfMemory) return false;
@@ -336,7 +349,8 @@ bool cuda_backend::map_chunk(void* addr, std::size_t bytes) {
   }
   std::vector<cu::CUmemAccessDesc> access{read_write(device_)};
   for (const int peer : peers_) access.push_back(read_write(peer));
-  res = api_.MemSetAccess(dptr(addr), bytes, access.data(), access.size());
+  res = timed(device_call::chunk_access,
+              [&] { return api_.MemSetAccess(dptr(addr), bytes, access.data(), access.size()); });
   if (res != cu::kSuccess) {
     discard_chunk(dptr(addr), bytes, handle, true);
     if (res == cu::kErrorOutOfMemory) return false;
@@ -365,21 +379,22 @@ void cuda_backend::unmap_chunk(void* addr, std::size_t bytes) {
     chunks_.erase(it);  // a concurrent unmap of the same chunk now fails cleanly
   }
   const cu::context_guard guard(api_, context_);
-  cu::CUresult res = api_.MemUnmap(dptr(addr), bytes);
+  cu::CUresult res =
+      timed(device_call::chunk_unmap, [&] { return api_.MemUnmap(dptr(addr), bytes); });
   if (res != cu::kSuccess && !cu::is_shutdown_error(res)) {
     const std::lock_guard lock(vm_mutex_);
     chunks_.emplace(base, c);  // still mapped: the engine may retry
     CACHALOT_CU_CHECK(res, "cuMemUnmap(addr, bytes)");
   }
-  res = api_.MemRelease(c.handle);
+  res = timed(device_call::chunk_release, [&] { return api_.MemRelease(c.handle); });
   if (cu::is_shutdown_error(res)) return;
   CACHALOT_CU_CHECK(res, "cuMemRelease(handle)");  // unmapped already; the memory may leak
 }
 
 void cuda_backend::discard_chunk(cu::CUdeviceptr ptr, std::size_t bytes,
                                  cu::CUmemGenericAllocationHandle h, bool mapped) noexcept {
-  if (mapped) (void)api_.MemUnmap(ptr, bytes);
-  (void)api_.MemRelease(h);
+  if (mapped) (void)timed(device_call::chunk_unmap, [&] { return api_.MemUnmap(ptr, bytes); });
+  (void)timed(device_call::chunk_release, [&] { return api_.MemRelease(h); });
 }
 
 std::shared_ptr<device_backend> make_cuda_backend(int device) {

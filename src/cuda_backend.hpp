@@ -12,7 +12,9 @@
 //  - while the driver shuts down (process exit), releasing segments, events, chunks and ranges
 //    is a silent no-op: the driver reclaims them anyway;
 //  - chunks_ maps the base address of every live chunk to its physical handle and size, under
-//    vm_mutex_; the mutex is never held across a driver call.
+//    vm_mutex_; the mutex is never held across a driver call;
+//  - every driver call that the cost model names (cachalot/device_cost.hpp) is timed on the
+//    steady clock, failed ones included, and recorded on clock_ (call_stats(), timing measured).
 // Only compiled in builds with the CUDA backend (CACHALOT_CUDA_BACKEND).
 #pragma once
 
@@ -25,6 +27,7 @@
 
 #include "cachalot/backend.hpp"
 #include "detail/cuda_driver.hpp"
+#include "detail/device_clock.hpp"
 
 namespace cachalot::detail {
 
@@ -47,6 +50,8 @@ class cuda_backend final : public device_backend {
   void synchronize_event(event_t event) override;
   void synchronize_device() override;
   device_memory_info memory_info() override;
+  /// Measured wall time of every driver call made so far, by kind (timing measured).
+  device_call_stats call_stats() const override;
   bool is_capturing(stream_t stream) override;
   capture_mode exchange_capture_mode(capture_mode mode) override;
   std::size_t segment_alignment() const override;
@@ -70,6 +75,12 @@ class cuda_backend final : public device_backend {
   /// Releases `handle`, unmapping [ptr, ptr + bytes) first when `mapped`; errors ignored.
   void discard_chunk(cu::CUdeviceptr ptr, std::size_t bytes, cu::CUmemGenericAllocationHandle h,
                      bool mapped) noexcept;
+  /// Runs the driver call `f` timed as a call of kind `c` (recorded even when it throws).
+  template <class F>
+  auto timed(device_call c, F&& f) {
+    const timed_call t(clock_, c);
+    return f();
+  }
 
   const cu::driver_api& api_;
   int device_;
@@ -81,6 +92,7 @@ class cuda_backend final : public device_backend {
   std::size_t vm_granularity_ = 2u << 20;
   mutable std::mutex vm_mutex_;
   std::map<std::uintptr_t, chunk> chunks_;  // guarded by vm_mutex_
+  device_clock clock_{device_cost_model{}, true};
 };
 
 }  // namespace cachalot::detail

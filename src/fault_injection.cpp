@@ -164,6 +164,10 @@ device_memory_info faulty_backend::memory_info() {
   return inner_->memory_info();
 }
 
+device_call_stats faulty_backend::call_stats() const {
+  return inner_->call_stats();
+}
+
 bool faulty_backend::is_capturing(stream_t stream) {
   return inner_->is_capturing(stream);
 }

@@ -19,6 +19,7 @@
 #include "cachalot/errors.hpp"
 #include "detail/address_ranges.hpp"
 #include "detail/checks.hpp"
+#include "detail/device_clock.hpp"
 #include "detail/sim_capture.hpp"
 #include "detail/simulated_vm.hpp"
 
@@ -58,6 +59,7 @@ struct fault_plan {
 }  // namespace
 
 struct simulated_device::impl {
+  explicit impl(const sim_options& o) : opts(o), clock(o.cost) {}
   sim_options opts;
   std::size_t page = 4096;
   std::size_t place_align = 512;
@@ -73,6 +75,7 @@ struct simulated_device::impl {
   std::array<fault_plan, sim_op_count> faults{};
   sim_counters counters;
   detail::sim_capture_model captures;
+  detail::device_clock clock;  // prices every call made (sim_options::cost)
 
   std::size_t charged(std::size_t bytes) const {
     return (bytes + opts.alignment - 1) / opts.alignment * opts.alignment;
@@ -110,9 +113,9 @@ struct simulated_device::impl {
   }
 };
 
-simulated_device::simulated_device(const sim_options& options) : impl_(std::make_unique<impl>()) {
+simulated_device::simulated_device(const sim_options& options)
+    : impl_(std::make_unique<impl>(options)) {
   impl& d = *impl_;
-  d.opts = options;
   CACHALOT_EXPECTS(options.capacity != 0, invalid_argument, "simulated device: capacity is 0");
   CACHALOT_EXPECTS(options.alignment != 0 && (options.alignment & (options.alignment - 1)) == 0,
                    invalid_argument, "simulated device: alignment {} is not a power of two",
@@ -169,6 +172,7 @@ void* simulated_device::allocate_segment(std::size_t bytes, stream_t) {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
   if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("allocate_segment (cudaMalloc)");
+  d.clock.charge(device_call::segment_alloc, bytes);
   if (d.inject(sim_op::allocate_segment) || bytes == 0 || d.charged(bytes) > d.free_bytes()) {
     ++d.counters.failed_segment_allocs;
     return nullptr;
@@ -201,6 +205,7 @@ void simulated_device::free_segment(void* ptr, std::size_t bytes) {
                    "simulated device: free of {:#x} with size {} but it has {}", addr, bytes,
                    it->second);
   if (!d.captures.allow_conflicting()) fail_capture("free_segment (cudaFree)");
+  d.clock.charge(device_call::segment_free, bytes);  // and the device sync it implies
   if (d.inject(sim_op::free_segment)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of free_segment({:#x})", addr);
   }
@@ -218,6 +223,7 @@ void simulated_device::free_segment(void* ptr, std::size_t bytes) {
 event_t simulated_device::create_event() {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
+  d.clock.charge(device_call::event_create);
   if (d.inject(sim_op::create_event)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of create_event");
   }
@@ -242,6 +248,7 @@ void simulated_device::record_event(event_t event, stream_t stream) {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
   sim_event* e = d.event_of(event);
+  d.clock.charge(device_call::event_record);
   if (d.inject(sim_op::record_event)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of record_event");
   }
@@ -259,6 +266,7 @@ bool simulated_device::query_event(event_t event) {
   std::lock_guard<std::mutex> lock(d.mutex);
   sim_event* e = d.event_of(event);
   ++d.counters.event_queries;
+  d.clock.charge(device_call::event_query);
   if (d.inject(sim_op::query_event)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of query_event");
   }
@@ -274,6 +282,7 @@ void simulated_device::synchronize_event(event_t event) {
   std::lock_guard<std::mutex> lock(d.mutex);
   sim_event* e = d.event_of(event);
   ++d.counters.event_syncs;
+  d.clock.charge(device_call::event_sync);
   if (d.inject(sim_op::synchronize)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_event");
   }
@@ -292,6 +301,7 @@ void simulated_device::synchronize_device() {
   impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mutex);
   ++d.counters.device_syncs;
+  d.clock.charge(device_call::device_sync);
   if (d.inject(sim_op::synchronize)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of synchronize_device");
   }
@@ -326,6 +336,7 @@ void* simulated_device::reserve_address_range(std::size_t bytes) {
   std::lock_guard<std::mutex> lock(d.mutex);
   if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("reserve_address_range");
   d.vm->check_reserve(bytes);
+  d.clock.charge(device_call::range_reserve, bytes);
   const std::uintptr_t base = d.inject(sim_op::reserve_address_range) ? 0 : d.vm->reserve(bytes);
   if (base == 0) {
     ++d.counters.failed_range_reserves;
@@ -344,6 +355,7 @@ void simulated_device::release_address_range(void* base, std::size_t bytes) {
   const auto addr = reinterpret_cast<std::uintptr_t>(base);
   if (!d.captures.allow_conflicting()) fail_capture("release_address_range (cuMemAddressFree)");
   d.vm->check_release(addr, bytes);
+  d.clock.charge(device_call::range_release, bytes);
   if (d.inject(sim_op::release_address_range)) {
     CACHALOT_FAIL(backend_error,
                   "simulated device: injected failure of release_address_range({:#x}, {} B)", addr,
@@ -362,11 +374,14 @@ bool simulated_device::map_chunk(void* addr, std::size_t bytes) {
   const auto at = reinterpret_cast<std::uintptr_t>(addr);
   if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("map_chunk (cuMemCreate/cuMemMap)");
   d.vm->check_map(at, bytes);
+  d.clock.charge(device_call::chunk_create, bytes);  // a failed create is the only call
   if (d.inject(sim_op::map_chunk) || bytes > d.free_bytes()) {
     ++d.counters.failed_chunk_maps;
     return false;
   }
   d.vm->map(at, bytes);
+  d.clock.charge(device_call::chunk_map, bytes);
+  d.clock.charge(device_call::chunk_access, bytes);
   ++d.counters.chunk_maps;
   ++d.counters.live_chunks;
   d.counters.mapped_bytes += bytes;
@@ -380,11 +395,13 @@ void simulated_device::unmap_chunk(void* addr, std::size_t bytes) {
   const auto at = reinterpret_cast<std::uintptr_t>(addr);
   if (!d.captures.allow_conflicting()) fail_capture("unmap_chunk (cuMemUnmap)");
   d.vm->check_unmap(at, bytes);
+  d.clock.charge(device_call::chunk_unmap, bytes);  // a failed unmap is the only call
   if (d.inject(sim_op::unmap_chunk)) {
     CACHALOT_FAIL(backend_error, "simulated device: injected failure of unmap_chunk({:#x}, {} B)",
                   at, bytes);
   }
   d.vm->unmap(at, bytes);
+  d.clock.charge(device_call::chunk_release, bytes);
   ++d.counters.chunk_unmaps;
   --d.counters.live_chunks;
   d.counters.mapped_bytes -= bytes;
@@ -458,7 +475,16 @@ std::uint64_t simulated_device::calls(sim_op op) const {
 
 sim_counters simulated_device::counters() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->counters;
+  sim_counters c = impl_->counters;
+  const device_call_stats s = impl_->clock.stats();
+  c.device_ns = s.total_ns();
+  c.implied_syncs = s.implied_syncs;
+  return c;
+}
+
+device_call_stats simulated_device::call_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->clock.stats();
 }
 
 bool simulated_device::is_live(const void* ptr, std::size_t bytes) const {

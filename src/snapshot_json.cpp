@@ -45,7 +45,8 @@ void append_segment(std::string& out, const segment_info& seg) {
       R"({{"address":{},"size":{},"range_size":{},"expandable":{},"stream":{},"pool":"{}",)"
       R"("blocks":[)",
       seg.address, seg.size, seg.range_size, seg.expandable ? "true" : "false",
-      reinterpret_cast<std::uintptr_t>(seg.stream), seg.pool == pool_kind::small ? "small" : "large");
+      reinterpret_cast<std::uintptr_t>(seg.stream),
+      seg.pool == pool_kind::small ? "small" : "large");
   bool first = true;
   for (const block_info& b : seg.blocks) {
     if (!first) out += ',';
@@ -58,7 +59,8 @@ void append_segment(std::string& out, const segment_info& seg) {
 
 }  // namespace
 
-std::string snapshot_to_json(const memory_snapshot& snap, int device, const std::string& backend) {
+std::string snapshot_to_json(const memory_snapshot& snap, int device, const std::string& backend,
+                             const device_call_stats* calls) {
   std::string out =
       fmt::format(R"({{"device":{},"backend":{},"segments":[)", device, quoted(backend));
   bool first = true;
@@ -67,8 +69,12 @@ std::string snapshot_to_json(const memory_snapshot& snap, int device, const std:
     first = false;
     append_segment(out, seg);
   }
-  out += "]}";
-  return out;
+  out += "]";
+  if (calls != nullptr) {
+    out += ",\"device_calls\":";
+    out += to_json(*calls);
+  }
+  return out + "}";
 }
 
 }  // namespace cachalot::detail

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <string>
 
+#include "cachalot/device_cost.hpp"
 #include "cachalot/types.hpp"
 
 namespace cachalot {
@@ -78,6 +79,12 @@ class device_backend {
 
   /// Capacity and free memory of the device.
   virtual device_memory_info memory_info() = 0;
+
+  /// The calls made to this backend so far, by kind, with their time: the cost model's prices
+  /// on the simulated device, the measured wall time of each driver call on CUDA
+  /// (cachalot/device_cost.hpp). Counts every caller of the backend, not one allocator. Backends
+  /// that keep no figures return zeros with timing none. Never called on the hot path.
+  virtual device_call_stats call_stats() const { return {}; }
 
   /// True while `stream` is being captured into a CUDA graph: the engine then never calls
   /// allocate_segment, free_segment, map_chunk, unmap_chunk, query_event or a synchronization

@@ -53,6 +53,20 @@ typedef struct cachalot_pool_stats {
   cachalot_stat large_pool; /**< the large pool */
 } cachalot_pool_stats;
 
+/** The calls of one kind made to the device, with their time (cachalot_stats.call_*). */
+typedef struct cachalot_device_call {
+  uint64_t calls; /**< calls made (failed ones included) */
+  uint64_t ns;    /**< their time in nanoseconds (see cachalot_stats.device_timing) */
+} cachalot_device_call;
+
+/** cachalot_stats.device_timing: no device time (config cost_model:off on the simulated
+ *  device, or a backend that keeps no figures): the call counts are still kept. */
+#define CACHALOT_DEVICE_TIMING_NONE 0
+/** cachalot_stats.device_timing: time priced by the simulated device's cost model. */
+#define CACHALOT_DEVICE_TIMING_MODELED 1
+/** cachalot_stats.device_timing: measured wall time of each CUDA driver call. */
+#define CACHALOT_DEVICE_TIMING_MEASURED 2
+
 /** Counters of an allocator (bytes unless named otherwise), filled by cachalot_get_stats().
  *
  *  Extensible: the caller sets `size` to sizeof(cachalot_stats) of the header it was built
@@ -61,7 +75,8 @@ typedef struct cachalot_pool_stats {
  *  number of bytes it wrote. A caller built with an older, shorter struct therefore keeps
  *  working with a newer library, and a caller built with a newer, longer struct learns from
  *  `size` which fields an older library filled. Fields are only ever appended at the end, never
- *  reordered or removed; all are uint64_t (`size` must be a multiple of 8, at least 8). */
+ *  reordered or removed; all are uint64_t or structs of them (`size` must be a multiple of 8,
+ *  at least 8). */
 typedef struct cachalot_stats {
   uint64_t size; /**< in: the caller's sizeof(cachalot_stats); out: bytes the library wrote */
   cachalot_pool_stats requested_bytes;      /**< bytes callers asked for, live allocations */
@@ -89,6 +104,31 @@ typedef struct cachalot_stats {
   uint64_t max_split_size;                  /**< config max_split_size; UINT64_MAX when none */
   uint64_t num_chunk_maps;                  /**< chunks mapped into expandable segments */
   uint64_t num_chunk_unmaps;                /**< chunks unmapped from expandable segments */
+  /* The device calls of the allocator's backend (every caller of that device), by kind, with
+   * their time: modeled on the simulated device (config keys cost_model, cost_*), measured on
+   * CUDA. Never reset by cachalot_reset_peak_stats. */
+  uint64_t device_timing;          /**< CACHALOT_DEVICE_TIMING_NONE, _MODELED or _MEASURED */
+  uint64_t device_ns;              /**< all device time: every call plus implied syncs */
+  uint64_t device_calls;           /**< every device call, all kinds */
+  uint64_t device_syncs;           /**< synchronizations: event, stream, device and implied */
+  uint64_t device_implied_syncs;   /**< device synchronizations implied by segment frees */
+  uint64_t device_implied_sync_ns; /**< their time (0 when measured: inside the frees') */
+  cachalot_device_call call_segment_alloc; /**< cuMemAlloc */
+  cachalot_device_call call_segment_free;  /**< cuMemFree */
+  cachalot_device_call call_range_reserve; /**< cuMemAddressReserve */
+  cachalot_device_call call_range_release; /**< cuMemAddressFree */
+  cachalot_device_call call_chunk_create;  /**< cuMemCreate */
+  cachalot_device_call call_chunk_map;     /**< cuMemMap */
+  cachalot_device_call call_chunk_access;  /**< cuMemSetAccess */
+  cachalot_device_call call_chunk_unmap;   /**< cuMemUnmap */
+  cachalot_device_call call_chunk_release; /**< cuMemRelease */
+  cachalot_device_call call_event_create;  /**< cuEventCreate */
+  cachalot_device_call call_event_record;  /**< cuEventRecord */
+  cachalot_device_call call_event_query;   /**< cuEventQuery */
+  cachalot_device_call call_event_sync;    /**< cuEventSynchronize */
+  cachalot_device_call call_stream_sync;   /**< cuStreamSynchronize */
+  cachalot_device_call call_device_sync;   /**< cuCtxSynchronize */
+  cachalot_device_call call_copy;          /**< pinned host <-> device copies */
 } cachalot_stats;
 
 /** Zeroes `*s` and sets its `size` (a header-only helper, not a library symbol). */
@@ -139,7 +179,11 @@ CACHALOT_API cachalot_status cachalot_memory_summary(cachalot_allocator* a, char
  *   "requested": 500, "state": "allocated"}, ...]}, ...]}
  *  Addresses and streams are unsigned integers; segments are sorted by address and their
  *  blocks cover them in address order; a block's state is "allocated", "pending" (freed,
- *  awaiting events on other streams) or "free" (cached); "requested" is 0 for free blocks. */
+ *  awaiting events on other streams) or "free" (cached); "requested" is 0 for free blocks.
+ *  After "segments", "device_calls" gives the device calls of the allocator's backend:
+ *  {"timing": "modeled", "total_ns": N, "calls": N, "syncs": N, "implied_syncs": N,
+ *   "implied_sync_ns": N, "by_kind": {"segment_alloc": {"calls": N, "ns": N}, ...}} (the
+ *  fields of cachalot_stats.device_* and call_*; timing "none", "modeled" or "measured"). */
 CACHALOT_API cachalot_status cachalot_memory_snapshot(cachalot_allocator* a, char* buf,
                                                       size_t capacity, size_t* needed);
 

@@ -5,6 +5,7 @@
 #include "cachalot/backend.hpp"      // IWYU pragma: export
 #include "cachalot/buffer.hpp"       // IWYU pragma: export
 #include "cachalot/config.hpp"       // IWYU pragma: export
+#include "cachalot/device_cost.hpp"  // IWYU pragma: export
 #include "cachalot/errors.hpp"       // IWYU pragma: export
 #include "cachalot/fault_injection.hpp"  // IWYU pragma: export
 #include "cachalot/pool.hpp"         // IWYU pragma: export

@@ -10,7 +10,8 @@
 // would be 90 bytes), so only a bare 0 is accepted. The size-class keys (granularity,
 // small_size, ...) also take bare byte counts. Booleans: 0/1, true/false, on/off, yes/no.
 // PyTorch's keys max_split_size_mb (MiB), garbage_collection_threshold, expandable_segments and
-// roundup_power2_divisions are accepted with PyTorch's meaning. An unknown key (with a "did you
+// roundup_power2_divisions are accepted with PyTorch's meaning. Durations (the cost_* keys of
+// the device cost model) need a unit: ns, us, ms or s ("1.5us"); only a bare 0 has none. An unknown key (with a "did you
 // mean"), a missing value, a bad unit, a negative or overflowing number, a key given twice and a
 // broken relation between keys are each an invalid_argument naming the key and the value.
 #pragma once
@@ -21,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "cachalot/device_cost.hpp"
 #include "cachalot/types.hpp"
 
 namespace cachalot {
@@ -49,6 +51,18 @@ struct config {
   // Simulated device.
   std::size_t capacity = 80 * GiB;  ///< key `capacity`: simulated device memory
   bool host_backing = false;        ///< key `host_backing`: back simulated memory with host pages
+
+  /// The device cost model of the simulated device (cachalot/device_cost.hpp): key
+  /// `cost_model` (on|off, default on) and one key per device call kind, `cost_<name>`
+  /// (cost_segment_alloc, cost_segment_free, cost_range_reserve, cost_range_release,
+  /// cost_chunk_create, cost_chunk_map, cost_chunk_access, cost_chunk_unmap, cost_chunk_release,
+  /// cost_event_create, cost_event_record, cost_event_query, cost_event_sync, cost_stream_sync,
+  /// cost_device_sync, cost_copy), whose value is a duration with a unit ("1.5us") or, for the
+  /// calls that take a size, "<duration>+<duration>/GiB" ("25us+40us/GiB"). It prices the
+  /// simulated device's calls on a modeled device clock (memory_stats::device) and changes time
+  /// only, never which bytes are handed out. The CUDA backend ignores it and measures each
+  /// driver call instead. docs/usage.md gives every default with its source.
+  device_cost_model cost{};
 
   // Size classes.
   std::size_t granularity = 512;              ///< key `granularity`: rounding of every request

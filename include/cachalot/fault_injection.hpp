@@ -84,6 +84,8 @@ class faulty_backend final : public device_backend {
   void synchronize_event(event_t event) override;
   void synchronize_device() override;
   device_memory_info memory_info() override;
+  /// The wrapped backend's figures (a call failed on purpose never reached it).
+  device_call_stats call_stats() const override;
   bool is_capturing(stream_t stream) override;
   capture_mode exchange_capture_mode(capture_mode mode) override;
   std::size_t segment_alignment() const override;

@@ -20,6 +20,13 @@
 //    running" there. release_stream() completes it. synchronize_event() on a held stream waits
 //    for that work, which on the simulated device means completing it.
 //  - Counters for every call, and fault injection: fail the Nth call of an operation.
+//  - A device clock (cachalot/device_cost.hpp): each call is priced by sim_options::cost and
+//    the prices add up to the modeled device time (call_stats(), sim_counters::device_ns).
+//    map_chunk is priced as cuMemCreate + cuMemMap + cuMemSetAccess, unmap_chunk as cuMemUnmap
+//    + cuMemRelease, a segment free with the device synchronization it implies; a call that
+//    fails (out of memory, injected) is priced too (only its first driver call for a failed
+//    map or unmap), a call refused for misuse or during a capture is not. Time only: the model
+//    never changes which addresses or bytes the device hands out.
 //  - CUDA graph capture: begin_capture/end_capture on a stream, per-thread capture interaction
 //    modes, and the rules of what a capture permits (src/detail/sim_capture.hpp): a forbidden
 //    call throws backend_error and invalidates the captures it conflicts with.
@@ -32,6 +39,7 @@
 #include <string>
 
 #include "cachalot/backend.hpp"
+#include "cachalot/device_cost.hpp"
 
 namespace cachalot {
 
@@ -77,6 +85,12 @@ struct sim_counters {
   std::uint64_t live_chunks = 0;            ///< chunks mapped and not yet unmapped
   std::size_t reserved_range_bytes = 0;     ///< address space in live ranges
   std::size_t mapped_bytes = 0;             ///< bytes in mapped chunks (held from the capacity)
+  /// The device clock: modeled ns of every call so far (sim_options::cost), the implied
+  /// synchronizations of segment frees included; 0 with the cost model off.
+  std::uint64_t device_ns = 0;
+  /// Device-wide synchronizations implied by segment frees (one per successful free or failed
+  /// free that reached the device).
+  std::uint64_t implied_syncs = 0;
 };
 
 /// Options of a simulated device.
@@ -94,6 +108,8 @@ struct sim_options {
   /// capacity, halved down to 4 x where the host refuses that much. Reserved (PROT_NONE,
   /// MAP_NORESERVE) at the first reserve_address_range.
   std::size_t vm_address_space = 0;
+  /// The cost model that prices every call (config keys cost_model, cost_*); on by default.
+  device_cost_model cost{};
 };
 
 /// The simulated device backend. See the file comment.
@@ -114,6 +130,8 @@ class simulated_device final : public device_backend {
   void synchronize_event(event_t event) override;
   void synchronize_device() override;
   device_memory_info memory_info() override;
+  /// Counts and modeled time of the calls so far (timing none when sim_options::cost is off).
+  device_call_stats call_stats() const override;
   std::size_t segment_alignment() const override;
   bool host_accessible() const override;
   bool supports_virtual_memory() const override;

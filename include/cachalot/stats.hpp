@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cachalot/device_cost.hpp"
 #include "cachalot/types.hpp"
 
 namespace cachalot {
@@ -66,6 +67,12 @@ struct memory_stats {
   /// Checked mode on host-accessible memory: blocks found written to while free (their poison
   /// pattern overwritten) when handed out again.
   std::uint64_t num_use_after_free_writes = 0;
+  /// The device calls of the allocator's backend so far, by kind, with their time: modeled on
+  /// the simulated device (config cost_model, cost_*), measured wall time on CUDA
+  /// (cachalot/device_cost.hpp). They count every call made to that backend (an allocator
+  /// sharing its backend with others sees theirs too), are never reset by reset_peak_stats, and
+  /// are read just after the byte stats (not under the allocator's locks).
+  device_call_stats device;
 };
 
 /// State of a block in a snapshot.

@@ -75,20 +75,32 @@ class PoolStats(ctypes.Structure):
     _fields_ = [("all", Stat), ("small_pool", Stat), ("large_pool", Stat)]
 
 
+class DeviceCall(ctypes.Structure):
+    """cachalot_device_call: the calls of one kind made to the device, and their time."""
+
+    _fields_ = [("calls", ctypes.c_uint64), ("ns", ctypes.c_uint64)]
+
+
 POOL_QUANTITIES = ("requested_bytes", "allocated_bytes", "reserved_bytes", "active_bytes",
                    "inactive_split_bytes", "allocations", "segments")
 COUNTERS = ("num_allocs", "num_frees", "num_segment_allocs", "num_segment_frees", "num_ooms",
             "num_alloc_retries", "num_cache_flushes", "num_device_syncs", "num_oversize_allocs",
             "num_deferred_frees", "num_pending_blocks", "num_streams", "num_free_blocks",
             "largest_free_block", "num_use_after_free_writes", "max_split_size",
-            "num_chunk_maps", "num_chunk_unmaps")
+            "num_chunk_maps", "num_chunk_unmaps", "device_timing", "device_ns", "device_calls",
+            "device_syncs", "device_implied_syncs", "device_implied_sync_ns")
+# The kinds of device call (cachalot/device_cost.hpp), one cachalot_device_call call_<kind> each.
+DEVICE_CALLS = ("segment_alloc", "segment_free", "range_reserve", "range_release", "chunk_create",
+                "chunk_map", "chunk_access", "chunk_unmap", "chunk_release", "event_create",
+                "event_record", "event_query", "event_sync", "stream_sync", "device_sync", "copy")
 
 
 class Stats(ctypes.Structure):
     """cachalot_stats; ``size`` is set by the library to the bytes it filled."""
 
     _fields_ = ([("size", ctypes.c_uint64)] + [(q, PoolStats) for q in POOL_QUANTITIES] +
-                [(c, ctypes.c_uint64) for c in COUNTERS])
+                [(c, ctypes.c_uint64) for c in COUNTERS] +
+                [("call_" + k, DeviceCall) for k in DEVICE_CALLS])
 
     def filled(self, field):
         """True if the library filled `field` (an older library fills a prefix only)."""

@@ -9,7 +9,8 @@ allocation,segment}.{all,small_pool,large_pool}.{current,peak,allocated,freed}``
 cachalot does not count with the same meaning are absent: ``active.*`` and
 ``inactive_split.*`` (block counts), ``oversize_allocations.*``, ``oversize_segments.*``,
 ``num_sync_all_streams``, ``num_oom_rejections``, ``reserved_bytes_by_private_pools``.
-cachalot's own counters are under ``cachalot.<name>`` (the fields of cachalot_stats).
+cachalot's own counters are under ``cachalot.<name>`` (the fields of cachalot_stats); the device
+calls of each kind under ``cachalot.call_<kind>.calls`` and ``cachalot.call_<kind>.ns``.
 """
 import collections
 
@@ -55,6 +56,11 @@ def to_dict(s):
     for field in _lib.COUNTERS:
         if s.filled(field):
             out[f"cachalot.{field}"] = getattr(s, field)
+    for kind in _lib.DEVICE_CALLS:
+        if s.filled("call_" + kind):
+            call = getattr(s, "call_" + kind)
+            out[f"cachalot.call_{kind}.calls"] = call.calls
+            out[f"cachalot.call_{kind}.ns"] = call.ns
     return collections.OrderedDict(sorted(out.items()))
 
 

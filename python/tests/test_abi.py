@@ -13,7 +13,7 @@ from cachalot import _lib
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "cachalot", "cachalot.h")
 
 _C_TO_CTYPES = {"uint64_t": ctypes.c_uint64, "cachalot_stat": _lib.Stat,
-                "cachalot_pool_stats": _lib.PoolStats}
+                "cachalot_pool_stats": _lib.PoolStats, "cachalot_device_call": _lib.DeviceCall}
 
 
 def header_fields(struct):
@@ -26,6 +26,7 @@ def header_fields(struct):
 
 def test_structs_match_the_header_field_for_field():
     for struct, mirror in (("cachalot_stat", _lib.Stat), ("cachalot_pool_stats", _lib.PoolStats),
+                           ("cachalot_device_call", _lib.DeviceCall),
                            ("cachalot_stats", _lib.Stats)):
         c_fields = header_fields(struct)
         py_fields = [(name, ctype) for name, ctype in mirror._fields_]

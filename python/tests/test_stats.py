@@ -13,7 +13,12 @@ COUNTERS = ("num_allocs", "num_frees", "num_segment_allocs", "num_segment_frees"
             "num_alloc_retries", "num_cache_flushes", "num_device_syncs", "num_oversize_allocs",
             "num_deferred_frees", "num_pending_blocks", "num_streams", "num_free_blocks",
             "largest_free_block", "num_use_after_free_writes", "max_split_size",
-            "num_chunk_maps", "num_chunk_unmaps")
+            "num_chunk_maps", "num_chunk_unmaps", "device_timing", "device_ns", "device_calls",
+            "device_syncs", "device_implied_syncs", "device_implied_sync_ns")
+DEVICE_CALLS = ("segment_alloc", "segment_free", "range_reserve", "range_release",
+                "chunk_create", "chunk_map", "chunk_access", "chunk_unmap", "chunk_release",
+                "event_create", "event_record", "event_query", "event_sync", "stream_sync",
+                "device_sync", "copy")
 
 
 def expected_keys():
@@ -21,6 +26,7 @@ def expected_keys():
     keys |= {"num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",
              "max_split_size"}
     keys |= {f"cachalot.{c}" for c in COUNTERS}
+    keys |= {f"cachalot.call_{k}.{m}" for k in DEVICE_CALLS for m in ("calls", "ns")}
     return keys
 
 

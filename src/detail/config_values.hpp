@@ -1,5 +1,5 @@
-// The value syntax of config strings: sizes with units, fractions, percentages, booleans,
-// counts and PyTorch's roundup_power2_divisions, each parsed strictly. Every error is an
+// The value syntax of config strings: sizes with units, durations, fractions, percentages,
+// booleans, counts and PyTorch's roundup_power2_divisions, each parsed strictly. Every error is an
 // invalid_argument that names the key and the value ("config key 'capacity': ..."). Also the
 // edit distance behind "did you mean".
 #pragma once
@@ -29,6 +29,13 @@ bool iequals(std::string_view a, std::string_view b) noexcept;
 /// A size: digits, an optional fraction, an optional unit. Decimal units are powers of 1000; a
 /// fraction is rounded down to a whole byte. @throws invalid_argument
 std::size_t parse_size_value(std::string_view text, std::string_view key, unit_rule rule);
+
+/// A duration in nanoseconds: digits, an optional fraction and a unit (ns, us, ms, s; any case);
+/// a bare 0 is accepted, any other bare number is refused. The result is rounded to the nearest
+/// nanosecond and must be at most `max_ns`. `value` (the whole config value) names errors.
+/// @throws invalid_argument naming the key and the value
+std::uint64_t parse_duration_ns(std::string_view text, std::string_view key,
+                                std::string_view value, std::uint64_t max_ns);
 
 /// A plain unsigned integer (no unit, no fraction). @throws invalid_argument
 std::uint64_t parse_count(std::string_view text, std::string_view key);

@@ -72,6 +72,56 @@ TEST_F(stats_abi, EveryQuantityPerPoolIsExact) {
   EXPECT_EQ(s.max_split_size, 256 * MiB);
 }
 
+TEST_F(stats_abi, DeviceCallsAndModeledTimeAreExact) {
+  cachalot_stats s;
+  cachalot_stats_init(&s);
+  ASSERT_EQ(cachalot_get_stats(a_, &s), CACHALOT_SUCCESS) << cachalot_last_error();
+  // Two cuMemAlloc calls (2 MiB and 20 MiB) at the default 50us+1ms/GiB, nothing else.
+  const std::uint64_t alloc_ns = 2 * 50000 + 1953 + 19531;
+  EXPECT_EQ(s.device_timing, std::uint64_t{CACHALOT_DEVICE_TIMING_MODELED});
+  EXPECT_EQ(s.call_segment_alloc.calls, 2u);
+  EXPECT_EQ(s.call_segment_alloc.ns, alloc_ns);
+  EXPECT_EQ(s.device_ns, alloc_ns);
+  EXPECT_EQ(s.device_calls, 2u);
+  EXPECT_EQ(s.device_syncs, 0u);
+  EXPECT_EQ(s.call_segment_free.calls, 0u);
+  EXPECT_EQ(s.call_copy.calls, 0u);
+  // empty_cache frees both: two cuMemFree, each with the device sync it implies (5us).
+  ASSERT_EQ(cachalot_free(a_, large_, nullptr), CACHALOT_SUCCESS);
+  ASSERT_EQ(cachalot_empty_cache(a_), CACHALOT_SUCCESS);
+  ASSERT_EQ(cachalot_get_stats(a_, &s), CACHALOT_SUCCESS);
+  const std::uint64_t free_ns = 2 * 30000 + 976 + 9765;  // 30us+0.5ms/GiB
+  EXPECT_EQ(s.call_segment_free.calls, 2u);
+  EXPECT_EQ(s.call_segment_free.ns, free_ns);
+  EXPECT_EQ(s.device_implied_syncs, 2u);
+  EXPECT_EQ(s.device_implied_sync_ns, 10000u);
+  EXPECT_EQ(s.device_syncs, 2u);
+  EXPECT_EQ(s.device_ns, alloc_ns + free_ns + 10000);
+  large_ = nullptr;
+
+  cachalot_allocator* off = nullptr;
+  ASSERT_EQ(cachalot_create("backend:simulated,capacity:1GiB,cost_model:off", &off),
+            CACHALOT_SUCCESS);
+  void* p = nullptr;
+  ASSERT_EQ(cachalot_malloc(off, &p, 1000, nullptr), CACHALOT_SUCCESS);
+  cachalot_stats o;
+  cachalot_stats_init(&o);
+  ASSERT_EQ(cachalot_get_stats(off, &o), CACHALOT_SUCCESS);
+  EXPECT_EQ(o.device_timing, std::uint64_t{CACHALOT_DEVICE_TIMING_NONE});
+  EXPECT_EQ(o.call_segment_alloc.calls, 1u);
+  EXPECT_EQ(o.device_ns, 0u);
+  cachalot_destroy(off);
+}
+
+TEST_F(stats_abi, BadCostKeysAreRefusedNamingTheKey) {
+  cachalot_allocator* b = nullptr;
+  EXPECT_EQ(cachalot_create("backend:simulated,cost_segment_alloc:25", &b),
+            CACHALOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(b, nullptr);
+  EXPECT_NE(std::string(cachalot_last_error()).find("'cost_segment_alloc'"), std::string::npos)
+      << cachalot_last_error();
+}
+
 TEST_F(stats_abi, MaxSplitSizeNoneIsAllOnes) {
   cachalot_allocator* b = nullptr;
   ASSERT_EQ(cachalot_create("backend:simulated,capacity:1GiB,max_split_size:none", &b),
@@ -81,6 +131,18 @@ TEST_F(stats_abi, MaxSplitSizeNoneIsAllOnes) {
   ASSERT_EQ(cachalot_get_stats(b, &s), CACHALOT_SUCCESS);
   EXPECT_EQ(s.max_split_size, UINT64_MAX);
   cachalot_destroy(b);
+}
+
+TEST_F(stats_abi, StructBeforeTheDeviceFieldsGetsNoneOfThem) {
+  // A caller built when the struct ended at num_chunk_unmaps (before issue 21's fields).
+  constexpr std::size_t old_size = offsetof(cachalot_stats, device_timing);
+  std::vector<std::uint64_t> words(sizeof(cachalot_stats) / 8, sentinel);
+  words[0] = old_size;
+  auto* s = reinterpret_cast<cachalot_stats*>(words.data());
+  ASSERT_EQ(cachalot_get_stats(a_, s), CACHALOT_SUCCESS) << cachalot_last_error();
+  EXPECT_EQ(s->size, old_size);
+  EXPECT_EQ(s->num_segment_allocs, 2u);
+  for (std::size_t i = old_size / 8; i < words.size(); ++i) EXPECT_EQ(words[i], sentinel) << i;
 }
 
 TEST_F(stats_abi, OlderShorterStructGetsItsPrefixOnly) {
@@ -165,6 +227,9 @@ TEST_F(stats_abi, SnapshotTextDescribesEveryBlock) {
   EXPECT_EQ(count(text, R"("size":4096,"requested":4096,"state":"pending")"), 1u) << text;
   EXPECT_EQ(count(text, R"("state":"allocated")"), 1u) << text;
   EXPECT_EQ(text.back(), '}');
+  EXPECT_EQ(count(text, R"(],"device_calls":{"timing":"modeled","total_ns":)"), 1u) << text;
+  EXPECT_EQ(count(text, R"("segment_alloc":{"calls":3,"ns":173437})"), 1u) << text;
+  EXPECT_EQ(count(text, R"("event_record":{"calls":1,)"), 1u) << text;  // the deferred free
   char tiny[16];
   std::size_t needed = 0;
   EXPECT_EQ(cachalot_memory_snapshot(a_, tiny, sizeof tiny, &needed), CACHALOT_SUCCESS);

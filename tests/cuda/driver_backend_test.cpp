@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cachalot/cachalot.hpp"
@@ -317,6 +318,51 @@ TEST_F(FakeDriver, FailedCallsNameTheCallTheCudaErrorAndTheSourceLocation) {
     EXPECT_TRUE(contains(e.what(), "CUDA driver error 12345")) << e.what();
   }
   b->destroy_event(ev);
+}
+
+TEST_F(FakeDriver, EveryDriverCallIsTimedAndCountedByKind) {
+  auto b = make_cuda_backend(0);
+  EXPECT_EQ(b->call_stats().timing, device_timing::measured);
+  EXPECT_EQ(b->allocate_segment(2 * GiB, nullptr), nullptr);  // a failed call is counted too
+  void* p = b->allocate_segment(MiB, nullptr);
+  ASSERT_NE(p, nullptr);
+  b->free_segment(p, MiB);
+  const event_t ev = b->create_event();
+  b->record_event(ev, nullptr);
+  EXPECT_TRUE(b->query_event(ev));
+  b->synchronize_event(ev);
+  b->synchronize_device();
+  b->destroy_event(ev);
+  void* range = b->reserve_address_range(4 * kGranularity);
+  ASSERT_NE(range, nullptr);
+  ASSERT_TRUE(b->map_chunk(range, kGranularity));
+  b->unmap_chunk(range, kGranularity);
+  b->release_address_range(range, 4 * kGranularity);
+  const device_call_stats s = b->call_stats();
+  const std::pair<device_call, std::uint64_t> want[] = {
+      {device_call::segment_alloc, 2}, {device_call::segment_free, 1},
+      {device_call::event_create, 1},  {device_call::event_record, 1},
+      {device_call::event_query, 1},   {device_call::event_sync, 1},
+      {device_call::device_sync, 1},   {device_call::range_reserve, 1},
+      {device_call::range_release, 1}, {device_call::chunk_create, 1},
+      {device_call::chunk_map, 1},     {device_call::chunk_access, 1},
+      {device_call::chunk_unmap, 1},   {device_call::chunk_release, 1},
+      {device_call::stream_sync, 0},   {device_call::copy, 0}};
+  for (const auto& [kind, calls] : want) {
+    EXPECT_EQ(s.calls_of(kind), calls) << device_call_name(kind);
+  }
+  EXPECT_EQ(s.total_calls(), 15u);
+  EXPECT_EQ(s.implied_syncs, 1u);    // the cuMemFree
+  EXPECT_EQ(s.implied_sync_ns, 0u);  // measured: inside the free's own time
+  std::uint64_t sum = 0;
+  for (const std::uint64_t ns : s.ns) sum += ns;
+  EXPECT_EQ(s.total_ns(), sum);  // wall times (any value: never asserted)
+  // The allocator on top reports the backend's figures.
+  allocator a(config::parse("backend:cuda,device:0"), b);
+  a.deallocate(a.allocate(MiB, nullptr));
+  const memory_stats st = a.stats();
+  EXPECT_EQ(st.device.timing, device_timing::measured);
+  EXPECT_EQ(st.device.calls_of(device_call::segment_alloc), 3u);
 }
 
 TEST_F(FakeDriver, EventsHaveTimingDisabledAndQueryFollowsTheStream) {

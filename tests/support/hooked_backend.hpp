@@ -46,6 +46,7 @@ class hooked_backend final : public device_backend {
   void synchronize_event(event_t event) override { inner_->synchronize_event(event); }
   void synchronize_device() override { inner_->synchronize_device(); }
   device_memory_info memory_info() override { return inner_->memory_info(); }
+  device_call_stats call_stats() const override { return inner_->call_stats(); }
   bool is_capturing(stream_t stream) override {
     return capturing ? capturing(stream) : inner_->is_capturing(stream);
   }

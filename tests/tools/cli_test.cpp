@@ -69,6 +69,44 @@ TEST_F(ReplayCli, JsonHasTheReportedKeys) {
   EXPECT_NE(err_.str().find("1 frees of pointers not allocated"), std::string::npos);
 }
 
+TEST_F(ReplayCli, JsonHasTheDeviceTimeNextToBytes) {
+  ASSERT_EQ(cli({"--json", "--repeat", "1", "--config", "capacity:64MiB", good_trace()}), 0)
+      << err_.str();
+  const std::string json = out_.str();
+  // Time next to bytes: the trace's span and the modeled device time of both replays (a 2 MiB
+  // and a 20 MiB cuMemAlloc at 50us+1ms/GiB: 121,484 ns; the pass-through: 1,000 + 3,000,000 B
+  // segments, freed with the implied device synchronizations).
+  EXPECT_NE(json.find("\"trace_span_us\":4,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"device_ms\":0.1215,\"device_ms_per_1k_ops\":30.3710,"
+                      "\"device_span_share\":30.3710,\"device\":{\"timing\":\"modeled\","
+                      "\"total_ns\":121484,\"calls\":2,\"syncs\":0,"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"by_kind\":{\"segment_alloc\":{\"calls\":2,\"ns\":121484},"),
+            std::string::npos)
+      << json;
+  const std::size_t base = json.find("\"baseline\":");
+  ASSERT_NE(base, std::string::npos);
+  EXPECT_NE(json.find("\"segment_free\":{\"calls\":2,", base), std::string::npos) << json;
+  EXPECT_NE(json.find("\"implied_syncs\":2,\"implied_sync_ns\":10000,", base), std::string::npos)
+      << json;
+}
+
+TEST_F(ReplayCli, TextReportShowsDeviceTimeNextToBytes) {
+  ASSERT_EQ(cli({"--repeat", "1", "--config", "capacity:64MiB", good_trace()}), 0) << err_.str();
+  const std::string text = out_.str();
+  for (const char* row :
+       {"device calls", "device syncs (explicit / implied)", "device time (modeled)",
+        "per 1,000 ops", "share of the trace's span", "3037.10% of 0.0 ms", "  cuMemAlloc ",
+        "2 calls, 0.121 ms", "chunk maps / unmaps"}) {
+    EXPECT_NE(text.find(row), std::string::npos) << row << "\n" << text;
+  }
+  ASSERT_EQ(cli({"--repeat", "1", "--config", "cost_model:off", good_trace()}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("device time (not kept)"), std::string::npos) << out_.str();
+  EXPECT_EQ(cli({"--repeat", "1", "--config", "cost_chunk_map:5", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("config key 'cost_chunk_map'"), std::string::npos) << err_.str();
+}
+
 TEST_F(ReplayCli, TextReportShowsBothAllocators) {
   ASSERT_EQ(cli({"--repeat", "1", "--config", "capacity:64MiB", good_trace()}), 0) << err_.str();
   const std::string text = out_.str();

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <random>
@@ -47,6 +48,45 @@ TEST(Replay, SmallPoolPeaks) {
   EXPECT_EQ(r.segment_allocs, 1u);
   EXPECT_EQ(r.ooms, 0u);
   EXPECT_DOUBLE_EQ(r.fragmentation, static_cast<double>(2 * MiB) / 4000.0);
+}
+
+TEST(Replay, ModeledDeviceTimeNextToBytes) {
+  // A 2 MiB small segment, a 20 MiB one and a 30 MiB one at the default prices (50us+1ms/GiB
+  // each cuMemAlloc), over a trace whose own span is 4 us... 2 ms.
+  std::string text = header;
+  text += "1,10:00:00.000000,allocate,0x1000,1000,0x0\n";
+  text += "1,10:00:00.000500,allocate,0x2000,3145728,0x0\n";
+  text += "1,10:00:00.001000,allocate,0x3000,31457280,0x0\n";
+  text += "1,10:00:00.002000,free,0x3000,31457280,0x0\n";
+  const prepared_trace p = prepare(parse_trace_text(text, "t.csv"));
+  replay_options o;
+  o.use_threads = false;
+  const replay_result r = replay(p, replay_config("capacity:1GiB", p.summary, 2.0), o);
+  const std::uint64_t ns = 3 * 50000 + 1953 + 19531 + 29296;
+  EXPECT_EQ(r.device.timing, device_timing::modeled);
+  EXPECT_EQ(r.device.calls_of(device_call::segment_alloc), 3u);
+  EXPECT_EQ(r.device.total_ns(), ns);
+  EXPECT_EQ(r.device.total_calls(), 3u);
+  EXPECT_EQ(r.trace_span_us, 2000u);
+  EXPECT_DOUBLE_EQ(r.device_ms(), static_cast<double>(ns) / 1e6);
+  EXPECT_DOUBLE_EQ(r.device_ms_per_1k_ops(), static_cast<double>(ns) / 1e6 * 1000.0 / 4.0);
+  EXPECT_DOUBLE_EQ(r.device_span_share(), static_cast<double>(ns) / 2e6);
+  // The pass-through frees what it allocated: a cuMemFree and its implied sync per free.
+  const replay_result b =
+      replay(p, baseline_config(replay_config("capacity:1GiB", p.summary, 2.0)), o);
+  EXPECT_EQ(b.device.calls_of(device_call::segment_free), 1u);
+  EXPECT_EQ(b.device.implied_syncs, 1u);
+  EXPECT_EQ(b.device.implied_sync_ns, 5000u);
+  // With the model off the same calls are counted, with no time.
+  const replay_result off =
+      replay(p, replay_config("capacity:1GiB,cost_model:off", p.summary, 2.0), o);
+  EXPECT_EQ(off.device.timing, device_timing::none);
+  EXPECT_EQ(off.device.total_calls(), 3u);
+  EXPECT_EQ(off.device.total_ns(), 0u);
+  EXPECT_EQ(off.peak_reserved, r.peak_reserved);
+  // No span: no share.
+  const replay_result flat = run(line("allocate", 0x1000, 1000));
+  EXPECT_TRUE(std::isnan(flat.device_span_share()));
 }
 
 TEST(Replay, LargePoolPeaks) {

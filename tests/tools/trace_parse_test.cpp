@@ -86,6 +86,27 @@ TEST(TraceParse, SummaryFindsPeakAndAnomalies) {
   EXPECT_EQ(s.largest_allocation, 300u);
 }
 
+TEST(TraceParse, SummaryGivesTheTracesOwnSpan) {
+  const auto span = [](const std::string& times) {
+    std::string text = "Thread,Time,Action,Pointer,Size,Stream\n";
+    std::size_t ptr = 0x1000;
+    for (std::size_t at = 0; at < times.size();) {
+      const std::size_t end = times.find(' ', at);
+      const std::string t = times.substr(at, end == std::string::npos ? end : end - at);
+      text += "1," + t + ",allocate,0x" + std::to_string(ptr++) + ",16,0x0\n";
+      at = end == std::string::npos ? times.size() : end + 1;
+    }
+    return summarize(parse_trace_text(text, "span.csv")).span_us;
+  };
+  EXPECT_EQ(span("09:00:00.000010"), 0u);
+  EXPECT_EQ(span("09:00:00.000010 09:00:00.332630"), 332620u);
+  // Lines of several threads a little out of order: the span runs from the earliest to the
+  // latest time.
+  EXPECT_EQ(span("09:00:00.000100 09:00:00.000050 09:00:01.000000 09:00:00.900000"), 999950u);
+  // Past midnight: 23:59:59.5 to 00:00:00.25 is 0.75 s.
+  EXPECT_EQ(span("23:59:59.500000 00:00:00.250000"), 750000u);
+}
+
 TEST(TraceParse, HeaderOnlyIsAnEmptyTrace) {
   EXPECT_TRUE(parse_trace_text(header, "h.csv").events.empty());
 }

@@ -169,6 +169,59 @@ TEST(Tune, WeightTradesMemoryForDeviceCalls) {
   EXPECT_LE(device_calls(dear.best.runs[0]), device_calls(free_calls.best.runs[0]));
 }
 
+TEST(Tune, TraceCostWeighsBytesAgainstModeledTime) {
+  // 3 MiB rounds up to 4 MiB (2 MiB steps); 10 calls at 1 KiB; 2.5 modeled ms at 1 MiB/ms.
+  EXPECT_EQ(trace_cost(3 * MiB, 10, 2500000, 2 * MiB, KiB, static_cast<double>(MiB)),
+            4 * MiB + 10 * KiB + 5 * MiB / 2);
+  EXPECT_EQ(trace_cost(3 * MiB, 10, 2500000, 2 * MiB, 0, 0.0), 4 * MiB);
+  trace_summary s;
+  s.peak_requested_bytes = 100 * MiB;
+  s.span_us = 50000;  // 50 ms: 2 MiB per ms
+  EXPECT_DOUBLE_EQ(auto_time_weight(s), static_cast<double>(2 * MiB));
+  s.span_us = 0;
+  EXPECT_EQ(auto_time_weight(s), 0.0);
+}
+
+TEST(Tune, TimeWeightTradesMemoryForDeviceTime) {
+  const trace t = load_trace(std::string(CACHALOT_TRACES_DIR) + "/llm_training.csv");
+  const prepared_trace p = prepare(t);
+  const config base = replay_config("", p.summary, 2.0);
+  const tune_result bytes_only = tune({&p}, {base}, tune_options{});
+  tune_options timed;
+  timed.time_weight = {1e15};  // a modeled millisecond is worth more than any saving here
+  const tune_result time_first = tune({&p}, {base}, timed);
+  const auto ms = [](const tune_candidate& c) { return c.runs.at(0).device_ms(); };
+  EXPECT_LT(bytes_only.best.runs[0].peak_reserved, bytes_only.base.runs[0].peak_reserved);
+  EXPECT_LT(ms(time_first.best), ms(time_first.base));
+  EXPECT_LT(ms(time_first.best), ms(bytes_only.best));
+  // The auto weight sits in between: never more device time than bytes alone would spend,
+  // never more memory than time alone would reserve.
+  tune_options balanced;
+  balanced.time_weight = {auto_time_weight(p.summary)};
+  const tune_result mid = tune({&p}, {base}, balanced);
+  EXPECT_LE(ms(mid.best), ms(bytes_only.best));
+  EXPECT_LE(mid.best.runs[0].peak_reserved, time_first.best.runs[0].peak_reserved);
+}
+
+TEST(Tune, TimeWeightedSearchIsTheSameWhateverThreads) {
+  const trace t = load_trace(std::string(CACHALOT_TRACES_DIR) + "/llm_training.csv");
+  const prepared_trace a = prepare(t);
+  const config ca = replay_config("", a.summary, 1.3);
+  tune_options serial;
+  serial.threads = 1;
+  serial.prune = false;
+  serial.time_weight = {auto_time_weight(a.summary)};
+  tune_options parallel = serial;
+  parallel.threads = 3;
+  parallel.prune = true;
+  const tune_result x = tune({&a}, {ca}, serial);
+  const tune_result y = tune({&a}, {ca}, parallel);
+  EXPECT_TRUE(x.best.setting == y.best.setting) << setting_string(y.best.setting);
+  EXPECT_EQ(x.best.score.cost, y.best.score.cost);
+  EXPECT_EQ(x.best.runs.at(0).device.total_ns(), y.best.runs.at(0).device.total_ns());
+  EXPECT_EQ(x.replayed, y.replayed);
+}
+
 TEST(Tune, RecommendedConfKeepsTheUsersOtherKeys) {
   tune_setting s;
   s.expandable = true;
@@ -245,8 +298,18 @@ TEST_F(TuneCli, PrintsTheLineAndTheComparisonTheSameEachRun) {
   }
   ASSERT_EQ(cli({"--tune", "--capacity=40MiB", "--repeat", "1", "--jobs", "1", trace_}), 0);
   EXPECT_EQ(stable_output(), first);
+  EXPECT_NE(first.find("modeled device time"), std::string::npos) << first;
+  EXPECT_NE(first.find("time weight auto"), std::string::npos) << first;
+  ASSERT_EQ(cli({"--tune", "--capacity", "40MiB", "--repeat", "1", "--tune-time-weight", "64MiB/ms",
+                 trace_}),
+            0)
+      << err_.str();
+  EXPECT_NE(out_.str().find("time weight 64.00 MiB/ms"), std::string::npos) << out_.str();
   ASSERT_EQ(cli({"--tune", "--capacity", "40MiB", "--repeat", "1", "--json", trace_}), 0);
   const std::string json = out_.str();
+  EXPECT_NE(json.find("\"time_weight\":\"auto\""), json.npos) << json;
+  EXPECT_NE(json.find("\"time_weight_bytes_per_ms\":"), json.npos) << json;
+  EXPECT_NE(json.find("\"device_ms\":"), json.npos) << json;
   EXPECT_NE(json.find("\"recommended\":\"mid_size:4MiB,large_segment:8MiB\""), json.npos) << json;
   EXPECT_NE(json.find("\"recommended_is_default\":false"), json.npos);
   EXPECT_NE(json.find("\"ooms\":1,"), json.npos);
@@ -257,6 +320,9 @@ TEST_F(TuneCli, RefusesWhatDoesNotGoTogether) {
       {"--tune", "--plot", (dir_ / "p.svg").string(), trace_},
       {"--tune", "--min-capacity", trace_},
       {"--tune-weight", "1MiB", trace_},
+      {"--tune-time-weight", "auto", trace_},
+      {"--tune", "--tune-time-weight", "fast", trace_},
+      {"--tune", "--tune-time-weight", "-1MiB/ms", trace_},
       {"--jobs", "2", trace_},
       {"--capacity", "40MiB", "--config", "capacity:1GiB", trace_},
       {"--capacity", "0", trace_},

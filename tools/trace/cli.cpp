@@ -51,9 +51,15 @@ const char* const usage =
     "  --tune                search the memory keys (expandable_segments, max_split_size,\n"
     "                        gc_threshold, roundup_power2_divisions, segment sizes) on the\n"
     "                        traces and print the CACHALOT_CONF to use, default vs recommended\n"
-    "                        (objective: no OOM at the capacity, then least peak reserved)\n"
+    "                        (objective: no OOM at the capacity, then least peak reserved\n"
+    "                        plus the weighted device calls and modeled device time)\n"
     "  --tune-weight SIZE    with --tune: bytes of peak reserved one device call is worth\n"
     "                        (default 0: device calls only break ties)\n"
+    "  --tune-time-weight W  with --tune: bytes of peak reserved one modeled millisecond of\n"
+    "                        device time is worth, SIZE or SIZE/ms (e.g. 64MiB/ms; 0: time\n"
+    "                        does not count), or auto (the default): each trace's peak\n"
+    "                        requested bytes per ms of its span, so that 1% of the trace's\n"
+    "                        time in device calls weighs as much as 1% more memory\n"
     "  --jobs N              with --tune: replays run in parallel (default: the CPU count)\n"
     "  --version             print the version and exit\n"
     "Options also take --option=value. Exit status: 0 success, 2 bad arguments, config or trace,\n"
@@ -73,6 +79,9 @@ struct cli_options {
   bool min_capacity = false;
   bool tune = false;
   std::size_t tune_weight = 0;
+  double tune_time_weight = 0;  // bytes per modeled ms
+  bool tune_time_weight_auto = true;
+  bool tune_time_weight_set = false;
   std::size_t jobs = 0;      // 0: the CPU count
   std::size_t capacity = 0;  // 0: from --config or --capacity-factor
   std::string plot;
@@ -107,10 +116,25 @@ std::size_t parse_size_flag(const std::string& flag, const std::string& text, bo
   return v;
 }
 
+/// --tune-time-weight: auto, or bytes per modeled millisecond (SIZE or SIZE/ms).
+void set_time_weight(cli_options& o, const std::string& value) {
+  o.tune_time_weight_set = true;
+  if (value == "auto") {
+    o.tune_time_weight_auto = true;
+    return;
+  }
+  std::string size = value;
+  if (size.size() > 3 && size.compare(size.size() - 3, 3, "/ms") == 0) {
+    size.resize(size.size() - 3);
+  }
+  o.tune_time_weight_auto = false;
+  o.tune_time_weight = static_cast<double>(parse_size_flag("--tune-time-weight", size, true));
+}
+
 bool takes_value(const std::string& flag) {
   return flag == "--config" || flag == "--repeat" || flag == "--capacity-factor" ||
          flag == "--plot" || flag == "--pool" || flag == "--tune-weight" || flag == "--jobs" ||
-         flag == "--capacity";
+         flag == "--capacity" || flag == "--tune-time-weight";
 }
 
 void set_flag(cli_options& o, const std::string& flag, const std::string& value) {
@@ -135,6 +159,8 @@ void set_flag(cli_options& o, const std::string& flag, const std::string& value)
     o.tune = true;
   } else if (flag == "--tune-weight") {
     o.tune_weight = parse_size_flag(flag, value, true);
+  } else if (flag == "--tune-time-weight") {
+    set_time_weight(o, value);
   } else if (flag == "--capacity") {
     o.capacity = parse_size_flag(flag, value, false);
   } else if (flag == "--jobs") {
@@ -291,8 +317,8 @@ void check_combinations(const cli_options& o) {
         "--tune cannot be combined with --plot, --pool or --min-capacity (it "
         "reports the smallest capacity itself)");
   }
-  if (!o.tune && (o.tune_weight != 0 || o.jobs != 0)) {
-    throw usage_error("--tune-weight and --jobs go with --tune");
+  if (!o.tune && (o.tune_weight != 0 || o.jobs != 0 || o.tune_time_weight_set)) {
+    throw usage_error("--tune-weight, --tune-time-weight and --jobs go with --tune");
   }
 }
 
@@ -337,6 +363,8 @@ int tune_traces(const cli_options& o, const std::vector<trace>& traces,
   tune_request rq;
   rq.user_config = o.config;
   rq.weight = o.tune_weight;
+  rq.time_weight = o.tune_time_weight;
+  rq.time_weight_auto = o.tune_time_weight_auto;
   rq.threads = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   rq.repeat = o.repeat;
   rq.use_threads = !o.one_thread;

@@ -149,6 +149,7 @@ void fill_figures(replay_result& r, const memory_stats& s) {
   r.chunk_maps = s.num_chunk_maps;
   r.chunk_unmaps = s.num_chunk_unmaps;
   r.device_syncs = s.num_device_syncs;
+  r.device = s.device;
 }
 
 /// Key of each pair in a key:value,key:value string.
@@ -233,6 +234,7 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   r.capacity = backend->memory_info().total;
   r.memory_limit = alloc.get_config().memory_limit;
   r.ops = p.ops.size();
+  r.trace_span_us = p.summary.span_us;
   r.threads = threaded ? p.threads : 1;
   for (const thread_counts& c : counts) {
     r.ooms += c.ooms;

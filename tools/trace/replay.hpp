@@ -14,11 +14,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cachalot/config.hpp"
+#include "cachalot/device_cost.hpp"
 #include "trace/pools.hpp"
 #include "trace/trace.hpp"
 
@@ -89,7 +91,11 @@ struct replay_result {
   std::uint64_t chunk_maps = 0;           ///< chunks mapped (expandable segments)
   std::uint64_t chunk_unmaps = 0;         ///< chunks unmapped (expandable segments)
   std::uint64_t device_syncs = 0;         ///< events or streams the allocator synchronized
-  double wall_ns = 0.0;                   ///< wall time of the operations
+  /// Every call the replay made to its device, by kind, with its time: modeled on the simulated
+  /// device (config cost_model, cost_*), measured on CUDA (cachalot/device_cost.hpp).
+  device_call_stats device;
+  std::uint64_t trace_span_us = 0;  ///< the trace's own span (trace_summary::span_us)
+  double wall_ns = 0.0;             ///< wall time of the operations
   /// Time spent issuing operations, summed over threads; excludes the waits of threads for
   /// their turn (equal to wall_ns on one thread).
   double busy_ns = 0.0;
@@ -101,6 +107,18 @@ struct replay_result {
   /// True if every allocation was served: only then do the peaks and the fragmentation
   /// describe the whole trace.
   bool complete() const noexcept { return ooms == 0 && errors == 0; }
+  /// The device time in milliseconds.
+  double device_ms() const noexcept { return static_cast<double>(device.total_ns()) / 1e6; }
+  /// The device time per 1,000 operations, in milliseconds (0 without operations).
+  double device_ms_per_1k_ops() const noexcept {
+    return ops == 0 ? 0.0 : device_ms() * 1000.0 / static_cast<double>(ops);
+  }
+  /// The device time as a share of the trace's own span (NaN when the trace has no span).
+  double device_span_share() const noexcept {
+    return trace_span_us == 0 ? std::numeric_limits<double>::quiet_NaN()
+                              : static_cast<double>(device.total_ns()) /
+                                    (1000.0 * static_cast<double>(trace_span_us));
+  }
 };
 
 /// Replays a prepared trace on a new allocator made from `cfg`. Thread-safe (see above).

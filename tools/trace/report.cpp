@@ -52,6 +52,13 @@ std::string json_pools(const replay_result& r) {
 
 }  // namespace
 
+std::string json_device(const replay_result& r) {
+  return fmt::format(
+      ",\"device_ms\":{},\"device_ms_per_1k_ops\":{},\"device_span_share\":{},\"device\":{}",
+      json_number(r.device_ms()), json_number(r.device_ms_per_1k_ops()),
+      json_number(r.device_span_share()), to_json(r.device));
+}
+
 /// The figures of one replay as JSON members (no braces).
 std::string json_figures(const replay_result& r) {
   return fmt::format(
@@ -67,7 +74,7 @@ std::string json_figures(const replay_result& r) {
              r.skipped_frees, r.zero_size_allocations, r.segment_allocs, r.segment_frees,
              r.chunk_maps, r.chunk_unmaps, r.device_syncs, json_number(r.ns_per_op),
              json_number(r.wall_ns / 1e6), json_number(r.busy_ns / 1e6)) +
-         json_pools(r);
+         json_device(r) + json_pools(r);
 }
 
 std::string json_min_capacity(const min_capacity_result& m) {
@@ -108,6 +115,32 @@ std::string columns(const std::vector<std::vector<std::string>>& rows) {
     out += line + "\n";
   }
   return out;
+}
+
+/// What a device-time row is called: the time is modeled, measured or not kept.
+std::string device_time_label(const replay_result& c, const char* what) {
+  const char* how = c.device.timing == device_timing::measured ? "measured" : "modeled";
+  return fmt::format("device time{} ({})", what,
+                     c.device.timing == device_timing::none ? "not kept" : how);
+}
+
+std::string share_cell(const replay_result& x) {
+  const double share = x.device_span_share();
+  if (!std::isfinite(share)) return "n/a (no span)";
+  return fmt::format("{:.2f}% of {:.1f} ms", 100.0 * share,
+                     static_cast<double>(x.trace_span_us) / 1e3);
+}
+
+/// The driver call behind each kind, for people reading the table.
+const char* driver_name(device_call c) {
+  static constexpr const char* names[device_call_count] = {
+      "cuMemAlloc",         "cuMemFree",           "cuMemAddressReserve",
+      "cuMemAddressFree",   "cuMemCreate",         "cuMemMap",
+      "cuMemSetAccess",     "cuMemUnmap",          "cuMemRelease",
+      "cuEventCreate",      "cuEventRecord",       "cuEventQuery",
+      "cuEventSynchronize", "cuStreamSynchronize", "cuCtxSynchronize",
+      "host<->device copy"};
+  return names[static_cast<std::size_t>(c)];
 }
 
 std::string fragmentation_cell(const replay_result& x) {
@@ -152,6 +185,26 @@ std::string format_text(const trace_report& r) {
   add("segment allocs / frees", [](const replay_result& x) {
     return fmt::format("{} / {}", x.segment_allocs, x.segment_frees);
   });
+  add("chunk maps / unmaps",
+      [](const replay_result& x) { return fmt::format("{} / {}", x.chunk_maps, x.chunk_unmaps); });
+  add("device calls",
+      [](const replay_result& x) { return std::to_string(x.device.total_calls()); });
+  add("device syncs (explicit / implied)", [](const replay_result& x) {
+    return fmt::format("{} / {}", x.device.explicit_syncs(), x.device.implied_syncs);
+  });
+  add(device_time_label(c, "").c_str(),
+      [](const replay_result& x) { return fmt::format("{:.3f} ms", x.device_ms()); });
+  add("  per 1,000 ops",
+      [](const replay_result& x) { return fmt::format("{:.3f} ms", x.device_ms_per_1k_ops()); });
+  add("  share of the trace's span", share_cell);
+  for (std::size_t i = 0; i < device_call_count; ++i) {
+    const auto k = static_cast<device_call>(i);
+    if (c.device.calls[i] == 0 && (b == nullptr || b->device.calls[i] == 0)) continue;
+    add(fmt::format("  {}", driver_name(k)).c_str(), [k](const replay_result& x) {
+      return fmt::format("{} calls, {:.3f} ms", x.device.calls_of(k),
+                         static_cast<double>(x.device.ns_of(k)) / 1e6);
+    });
+  }
   add("ns per op (median)",
       [](const replay_result& x) { return fmt::format("{:.1f}", x.ns_per_op); });
   add("wall time (median)",
@@ -201,9 +254,10 @@ std::string format_text(const trace_report& r) {
 std::string format_json(const trace_report& r) {
   std::string out = fmt::format(
       "{{\"trace\":{},\"version\":{},\"repeat\":{},\"streams\":{},\"trace_threads\":{},"
-      "\"trace_peak_requested_bytes\":{},\"unknown_frees\":{},\"recorded_failures\":{},{}",
+      "\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},\"unknown_frees\":{},"
+      "\"recorded_failures\":{},{}",
       json_string(r.trace), json_string(CACHALOT_VERSION_STRING), r.repeat, r.summary.streams,
-      r.summary.threads, r.summary.peak_requested_bytes, r.summary.unknown_frees,
+      r.summary.threads, r.summary.peak_requested_bytes, r.summary.span_us, r.summary.unknown_frees,
       r.summary.recorded_failures, json_figures(r.result));
   if (r.summary.pytorch.present) {
     out += fmt::format(",\"pytorch_peak_reserved_bytes\":{},\"pytorch_peak_exact\":{}",

@@ -191,7 +191,16 @@ trace_summary summarize(const trace& t) {
   std::unordered_set<std::uint64_t> threads;
   std::unordered_set<std::uintptr_t> streams;
   std::size_t requested = 0;
+  constexpr std::uint64_t day_us = std::uint64_t{24} * 3600 * 1000000;
+  std::uint64_t days = 0, last = 0, first = 0, latest = 0;  // unwrapped times
+  bool any = false;
   for (const trace_event& e : t.events) {
+    std::uint64_t at = e.time_us + days;
+    if (any && at + day_us / 2 < last) days += day_us, at += day_us;  // past midnight
+    if (!any) first = at, latest = at, any = true;
+    first = std::min(first, at);
+    latest = std::max(latest, at);
+    last = at;
     threads.insert(e.thread);
     streams.insert(e.stream);
     if (e.action == trace_action::allocate_failure) {
@@ -226,6 +235,7 @@ trace_summary summarize(const trace& t) {
   }
   s.threads = threads.size();
   s.streams = streams.size();
+  s.span_us = latest - first;
   s.pytorch = t.pytorch;
   return s;
 }

@@ -94,7 +94,12 @@ struct trace_summary {
   std::size_t streams = 0;                ///< distinct streams
   std::size_t peak_requested_bytes = 0;   ///< highest sum of live sizes
   std::size_t largest_allocation = 0;     ///< biggest single allocation
-  pytorch_figures pytorch;                ///< PyTorch's figures, when the trace carries them
+  /// The trace's own span: last timestamp minus first, in microseconds (0 when every line has
+  /// the same time). Times of day that go back by more than 12 hours are taken as crossing
+  /// midnight; smaller steps back (lines of several threads logged slightly out of order) only
+  /// never extend the span.
+  std::uint64_t span_us = 0;
+  pytorch_figures pytorch;  ///< PyTorch's figures, when the trace carries them
 };
 
 /// Walks the trace and computes its summary.

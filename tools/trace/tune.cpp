@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -119,7 +120,8 @@ class searcher {
           so_far.ooms += ooms;
           const std::uint64_t calls = st.num_segment_allocs + st.num_segment_frees +
                                       st.num_chunk_maps + st.num_chunk_unmaps;
-          so_far.cost += quantized(st.reserved_bytes.all.peak, o_.quantum) + o_.weight * calls;
+          so_far.cost += trace_cost(st.reserved_bytes.all.peak, calls, st.device.total_ns(),
+                                    o_.quantum, o_.weight, time_weight(t));
           so_far.calls += calls;
           return worse_than_best(so_far);
         };
@@ -132,13 +134,18 @@ class searcher {
       }
       const std::uint64_t calls = device_calls(r);
       done.ooms += r.ooms + r.errors;
-      done.cost += quantized(r.peak_reserved, o_.quantum) + o_.weight * calls;
+      done.cost += trace_cost(r.peak_reserved, calls, r.device.total_ns(), o_.quantum, o_.weight,
+                              time_weight(t));
       done.calls += calls;
       c.runs.push_back(std::move(r));
     }
     c.score = done;
     offer(done);
     return c;
+  }
+
+  double time_weight(std::size_t t) const {
+    return t < o_.time_weight.size() ? o_.time_weight[t] : 0.0;
   }
 
   bool worse_than_best(const tune_score& s) {
@@ -261,6 +268,20 @@ std::string setting_string(const tune_setting& s) {
 
 std::uint64_t device_calls(const replay_result& r) {
   return r.segment_allocs + r.segment_frees + r.chunk_maps + r.chunk_unmaps;
+}
+
+double auto_time_weight(const trace_summary& s) {
+  if (s.span_us == 0) return 0.0;
+  return static_cast<double>(s.peak_requested_bytes) / (static_cast<double>(s.span_us) / 1e3);
+}
+
+std::uint64_t trace_cost(std::size_t peak_reserved, std::uint64_t calls, std::uint64_t device_ns,
+                         std::size_t quantum, std::size_t weight, double time_weight) {
+  const double time_cost = time_weight * static_cast<double>(device_ns) / 1e6;
+  const std::uint64_t time_bytes = time_cost >= 9e18
+                                       ? std::uint64_t{9} * 1000000000000000000u
+                                       : static_cast<std::uint64_t>(std::llround(time_cost));
+  return quantized(peak_reserved, quantum) + weight * calls + time_bytes;
 }
 
 tune_result tune(const std::vector<const prepared_trace*>& traces, const std::vector<config>& bases,

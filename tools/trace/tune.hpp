@@ -5,9 +5,15 @@
 //
 // Objective (lexicographic; a lower tuple is better):
 //   1. out-of-memory errors, summed over the traces (a config that refuses nothing wins);
-//   2. cost = sum over traces of (peak reserved rounded up to `quantum`) + weight x device calls
-//      (device calls: segment allocations and frees, chunk maps and unmaps; weight in bytes per
-//      call, 0 by default: then memory alone decides and peaks within one quantum tie);
+//   2. cost = sum over traces t of (peak reserved rounded up to `quantum`) + weight x device
+//      calls + time_weight[t] x modeled device milliseconds (device calls: segment allocations
+//      and frees, chunk maps and unmaps; weight in bytes per call, 0 by default; time_weight in
+//      bytes per modeled millisecond of device time, every call kind and the implied
+//      synchronizations of the cost model included; cachalot-replay --tune sets it per trace to
+//      the trace's peak requested bytes over its span in ms unless --tune-time-weight says
+//      otherwise: spending 1% of the trace's own span in device calls weighs as much as reserving
+//      1% more than its peak. With both weights 0 memory alone decides and peaks within one
+//      quantum tie);
 //   3. device calls;
 //   4. the candidate's index (the default first): a fixed order, so that ties break the same way.
 // Search: coordinate descent from the base config. Each round replays every config that differs
@@ -15,8 +21,9 @@
 // of the round becomes the current one; rounds stop when a round finds nothing better (or after
 // max_rounds). Configs the validation refuses (e.g. max_split_size not above large_segment) are
 // skipped, configs already replayed are not replayed again.
-// Early stop: a replay is stopped as soon as its score so far (refusals, then peak reserved and
-// device calls so far, which only grow) is strictly worse than the best complete score found;
+// Early stop: a replay is stopped as soon as its score so far (refusals, then peak reserved,
+// device calls and device time so far, which only grow) is strictly worse than the best
+// complete score found;
 // such a config can never win, so the result does not depend on thread timing: the
 // recommendation and every figure printed are the same whatever the number of threads, only
 // the count of stopped replays and the time vary.
@@ -67,11 +74,14 @@ std::string setting_string(const tune_setting& s);
 
 /// How to search.
 struct tune_options {
-  std::size_t threads = 2;        ///< replays run in parallel
-  std::size_t weight = 0;         ///< bytes of peak reserved one device call is worth
-  std::size_t quantum = 2 * MiB;  ///< peaks are compared in steps of this
-  std::size_t max_rounds = 4;     ///< coordinate-descent rounds at most
-  bool prune = true;              ///< stop hopeless replays early
+  std::size_t threads = 2;  ///< replays run in parallel
+  std::size_t weight = 0;   ///< bytes of peak reserved one device call is worth
+  /// Bytes of peak reserved one modeled millisecond of device time is worth, one per trace
+  /// (auto_time_weight() is cachalot-replay's default); empty: 0 for every trace.
+  std::vector<double> time_weight;
+  std::size_t quantum = 2 * MiB;                     ///< peaks are compared in steps of this
+  std::size_t max_rounds = 4;                        ///< coordinate-descent rounds at most
+  bool prune = true;                                 ///< stop hopeless replays early
   std::function<void(const std::string&)> progress;  ///< status lines (any thread, serialized)
 };
 
@@ -103,6 +113,16 @@ struct tune_result {
 
 /// The device calls of a replay (segment allocs and frees, chunk maps and unmaps).
 std::uint64_t device_calls(const replay_result& r);
+
+/// The default time weight of a trace: its peak requested bytes per millisecond of its own
+/// span, so that 1% of the span spent in device calls costs as much as 1% of the peak reserved
+/// more; 0 for a trace without a span (every line at the same time).
+double auto_time_weight(const trace_summary& s);
+
+/// The cost of one trace's replay in the objective (see the file comment): quantized peak
+/// reserved + weight x device calls + time_weight x modeled device ms (rounded to a byte).
+std::uint64_t trace_cost(std::size_t peak_reserved, std::uint64_t calls, std::uint64_t device_ns,
+                         std::size_t quantum, std::size_t weight, double time_weight);
 
 /// Searches (see the file comment). `bases[i]` is the config of trace `traces[i]`.
 /// @throws cachalot::error when the base config cannot replay

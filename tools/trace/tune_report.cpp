@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <string_view>
@@ -19,7 +20,22 @@ namespace {
 
 constexpr const char* objective_text =
     "fewest out-of-memory errors at the capacity, then least peak reserved (2 MiB steps) plus "
-    "--tune-weight bytes per device call, then fewest device calls";
+    "--tune-weight bytes per device call plus --tune-time-weight bytes per modeled ms of device "
+    "time, then fewest device calls";
+
+/// The time weight of each trace, as the request asks.
+std::vector<double> time_weights(const std::vector<const prepared_trace*>& traces,
+                                 const tune_request& rq) {
+  std::vector<double> w;
+  for (const prepared_trace* p : traces) {
+    w.push_back(rq.time_weight_auto ? auto_time_weight(p->summary) : rq.time_weight);
+  }
+  return w;
+}
+
+std::string weight_text(double bytes_per_ms) {
+  return fmt::format("{}/ms", format_bytes(static_cast<std::size_t>(std::llround(bytes_per_ms))));
+}
 
 /// Items of a key:value,... string, split at commas outside brackets.
 std::vector<std::string> config_items(std::string_view text) {
@@ -85,6 +101,7 @@ double timed(const prepared_trace& p, const config& cfg, const tune_request& r) 
 /// Side-by-side figures of one trace.
 struct trace_pair {
   const prepared_trace* trace = nullptr;
+  double time_weight = 0;  ///< bytes per modeled ms in the objective
   replay_result base, best;
   min_capacity_result base_min, best_min;
 };
@@ -123,6 +140,7 @@ std::string signed_bytes(long double delta) {
 std::string verdict(const std::vector<trace_pair>& pairs) {
   long double reserved = 0, base_reserved = 0, capacity = 0;
   long long calls = 0;
+  double device_ms = 0;
   std::size_t base_ooms = 0, best_ooms = 0;
   bool capacity_known = true;
   for (const trace_pair& tp : pairs) {
@@ -130,6 +148,7 @@ std::string verdict(const std::vector<trace_pair>& pairs) {
     base_reserved += tp.base.peak_reserved;
     calls += static_cast<long long>(device_calls(tp.best)) -
              static_cast<long long>(device_calls(tp.base));
+    device_ms += tp.best.device_ms() - tp.base.device_ms();
     base_ooms += tp.base.ooms;
     best_ooms += tp.best.ooms;
     capacity_known = capacity_known && tp.base_min.found && tp.best_min.found;
@@ -155,8 +174,11 @@ std::string verdict(const std::vector<trace_pair>& pairs) {
   }
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out + (calls >= 0 ? fmt::format("; costs {} more device calls", calls)
-                           : fmt::format("; and makes {} fewer device calls", -calls));
+  out += calls >= 0 ? fmt::format("; costs {} more device calls", calls)
+                    : fmt::format("; and makes {} fewer device calls", -calls);
+  return out + (device_ms >= 0
+                    ? fmt::format(" and {:.3f} ms more modeled device time", device_ms)
+                    : fmt::format(" and {:.3f} ms less modeled device time", -device_ms));
 }
 
 std::string text_table(const trace_pair& tp) {
@@ -176,6 +198,19 @@ std::string text_table(const trace_pair& tp) {
   });
   add("chunk maps / unmaps",
       [](const replay_result& x) { return fmt::format("{} / {}", x.chunk_maps, x.chunk_unmaps); });
+  add("device calls (all kinds)",
+      [](const replay_result& x) { return std::to_string(x.device.total_calls()); });
+  add("device syncs (explicit / implied)", [](const replay_result& x) {
+    return fmt::format("{} / {}", x.device.explicit_syncs(), x.device.implied_syncs);
+  });
+  add("modeled device time", [](const replay_result& x) {
+    return fmt::format("{:.3f} ms ({:.3f} ms per 1,000 ops)", x.device_ms(),
+                       x.device_ms_per_1k_ops());
+  });
+  add("  share of the trace's span", [](const replay_result& x) {
+    const double share = x.device_span_share();
+    return std::isfinite(share) ? fmt::format("{:.2f}%", 100.0 * share) : std::string("n/a");
+  });
   add("ns per op (median)",
       [](const replay_result& x) { return fmt::format("{:.1f}", x.ns_per_op); });
   std::size_t w0 = 0, w1 = 0, w2 = 0;
@@ -194,9 +229,10 @@ std::string text_output(const tune_result& res, const std::vector<trace_pair>& p
   std::string out = fmt::format(
       "cachalot-replay --tune: {} configs replayed in {:.2f} s on {} threads ({} stopped early)\n",
       res.replayed, res.seconds, rq.threads, res.stopped);
-  out += fmt::format(
-      "objective: {}{}\n", objective_text,
-      rq.weight == 0 ? std::string(" (weight 0)") : fmt::format(" (weight {} B)", rq.weight));
+  out += fmt::format("objective: {} (weight {} B per call, time weight {})\n", objective_text,
+                     rq.weight,
+                     rq.time_weight_auto ? std::string("auto: each trace's peak per ms of its span")
+                                         : weight_text(rq.time_weight));
   out += fmt::format("search: {} trace{}, {} round{} of coordinate descent\n", pairs.size(),
                      pairs.size() == 1 ? "" : "s", res.rounds, res.rounds == 1 ? "" : "s");
   out += res.best.setting == res.base.setting
@@ -204,8 +240,10 @@ std::string text_output(const tune_result& res, const std::vector<trace_pair>& p
              : "recommended:\n";
   out += fmt::format("  CACHALOT_CONF={}\n", conf);
   for (const trace_pair& tp : pairs) {
-    out += fmt::format("\n{}: {} ops, trace peak {}\n", tp.trace->name, tp.trace->ops.size(),
-                       format_bytes(tp.trace->summary.peak_requested_bytes));
+    out += fmt::format(
+        "\n{}: {} ops, trace peak {}, span {:.1f} ms, time weight {}\n", tp.trace->name,
+        tp.trace->ops.size(), format_bytes(tp.trace->summary.peak_requested_bytes),
+        static_cast<double>(tp.trace->summary.span_us) / 1e3, weight_text(tp.time_weight));
     out += text_table(tp);
     if (tp.trace->summary.pytorch.present) {
       out += fmt::format("  PyTorch reserved at its peak (from the snapshot): {}{}\n",
@@ -221,18 +259,20 @@ std::string json_output(const tune_result& res, const std::vector<trace_pair>& p
                         const std::string& conf, const tune_request& rq) {
   std::string out = fmt::format(
       "{{\"tune\":true,\"recommended\":{},\"recommended_is_default\":{},\"weight_bytes\":{},"
-      "\"configs_replayed\":{},\"stopped_early\":{},\"rounds\":{},\"search_seconds\":{},"
-      "\"traces\":[",
+      "\"time_weight\":{},\"configs_replayed\":{},\"stopped_early\":{},\"rounds\":{},"
+      "\"search_seconds\":{},\"traces\":[",
       json_string(conf), res.best.setting == res.base.setting ? "true" : "false", rq.weight,
-      res.replayed, res.stopped, res.rounds, json_number(res.seconds));
+      rq.time_weight_auto ? std::string("\"auto\"") : json_number(rq.time_weight), res.replayed,
+      res.stopped, res.rounds, json_number(res.seconds));
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const trace_pair& tp = pairs[i];
     out += fmt::format(
-        "{}{{\"trace\":{},\"trace_peak_requested_bytes\":{},\"default\":{{{}}},"
-        "\"recommended\":{{{}}},\"default_min_capacity\":{},\"recommended_min_capacity\":{}",
+        "{}{{\"trace\":{},\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},"
+        "\"time_weight_bytes_per_ms\":{},\"default\":{{{}}},\"recommended\":{{{}}},"
+        "\"default_min_capacity\":{},\"recommended_min_capacity\":{}",
         i == 0 ? "" : ",", json_string(tp.trace->name), tp.trace->summary.peak_requested_bytes,
-        json_figures(tp.base), json_figures(tp.best), json_min_capacity(tp.base_min),
-        json_min_capacity(tp.best_min));
+        tp.trace->summary.span_us, json_number(tp.time_weight), json_figures(tp.base),
+        json_figures(tp.best), json_min_capacity(tp.base_min), json_min_capacity(tp.best_min));
     if (tp.trace->summary.pytorch.present) {
       out += fmt::format(",\"pytorch_peak_reserved_bytes\":{}",
                          tp.trace->summary.pytorch.peak_reserved);
@@ -264,6 +304,7 @@ int run_tune(const std::vector<const prepared_trace*>& traces, const std::vector
   tune_options o;
   o.threads = rq.threads;
   o.weight = rq.weight;
+  o.time_weight = time_weights(traces, rq);
   if (rq.progress) {
     o.progress = [&](const std::string& line) {
       const std::lock_guard<std::mutex> lock(progress_mutex);
@@ -276,6 +317,7 @@ int run_tune(const std::vector<const prepared_trace*>& traces, const std::vector
   for (std::size_t i = 0; i < traces.size(); ++i) {
     best[i] = apply_setting(bases[i], res.best.setting);
     pairs[i].trace = traces[i];
+    pairs[i].time_weight = o.time_weight[i];
     pairs[i].base = res.base.runs.at(i);
     pairs[i].best = res.best.runs.at(i);
   }

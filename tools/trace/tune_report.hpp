@@ -1,8 +1,9 @@
 // `cachalot-replay --tune`: runs the tuner (tune.hpp) on the given traces, then measures the
 // base config and the recommendation side by side (smallest capacity without an out-of-memory
-// error, ns per op) and prints the recommended CACHALOT_CONF line with the comparison, as text
-// or as one JSON object. Everything printed is deterministic except the search's time, its
-// count of early-stopped replays (the first line) and the ns-per-op figures.
+// error, device calls, synchronizations and modeled device time, ns per op) and prints the
+// recommended CACHALOT_CONF line with the comparison, as text or as one JSON object. Everything
+// printed is deterministic except the search's time, its count of early-stopped replays (the first
+// line) and the ns-per-op figures.
 #pragma once
 
 #include <cstddef>
@@ -20,11 +21,15 @@ namespace cachalot::tools {
 struct tune_request {
   std::string user_config;  ///< --config as given (its non-tuned keys go into the line)
   std::size_t weight = 0;   ///< --tune-weight, bytes per device call
-  std::size_t threads = 2;  ///< --jobs
-  std::size_t repeat = 3;   ///< --repeat: timed replays of each of the two configs
-  bool use_threads = true;  ///< timed replays on one OS thread per trace thread
-  bool json = false;        ///< one JSON object instead of text
-  bool progress = false;    ///< status on standard error (a terminal)
+  /// --tune-time-weight: bytes of peak reserved per modeled millisecond of device time; with
+  /// time_weight_auto (the default) each trace's auto_time_weight() instead
+  double time_weight = 0;
+  bool time_weight_auto = true;  ///< --tune-time-weight auto (the default)
+  std::size_t threads = 2;       ///< --jobs
+  std::size_t repeat = 3;        ///< --repeat: timed replays of each of the two configs
+  bool use_threads = true;       ///< timed replays on one OS thread per trace thread
+  bool json = false;             ///< one JSON object instead of text
+  bool progress = false;         ///< status on standard error (a terminal)
 };
 
 /// The CACHALOT_CONF value: `user_config`'s items except the simulated device's (backend,
