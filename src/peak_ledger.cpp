@@ -92,6 +92,7 @@ void peak_ledger::pull(std::size_t q, stats_holder& h, stats_holder* const* held
     for (stats_holder* x : todo) {
       if (x->pulled) continue;  // (listed twice)
       x->guard->lock();
+      ++visits_;
       x->pulled = true;
       locked_.push_back(x);
     }

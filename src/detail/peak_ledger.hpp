@@ -82,6 +82,8 @@ class peak_ledger {
   std::uint64_t granted(std::size_t q, std::size_t p) const noexcept { return granted_[q][p]; }
   /// Pulls so far (stats mutex).
   std::uint64_t pulls() const noexcept { return pulls_; }
+  /// Holders pulls have locked so far, the settling ones not counted (stats mutex).
+  std::uint64_t visits() const noexcept { return visits_; }
 
  private:
   /// Adds `c` (two's complement) to the granted sums of h's pool and of the allocator.
@@ -106,6 +108,7 @@ class peak_ledger {
   std::array<std::vector<stats_holder*>, quantity_count> lists_;
   std::uint64_t granted_[quantity_count][pool_count + 1] = {};  ///< stats mutex
   std::uint64_t pulls_ = 0;                                     ///< stats mutex
+  std::uint64_t visits_ = 0;                                    ///< stats mutex
   std::vector<stats_holder*> locked_;                           ///< scratch of pull()
 };
 
