@@ -293,6 +293,7 @@ memory_stats engine::stats_of(const pool_record* only) const {
   s.num_streams = list.size();
   s.num_cache_flushes = gstats_.num_flushes.load(std::memory_order_relaxed);
   s.num_device_syncs = gstats_.num_syncs.load(std::memory_order_relaxed);
+  s.num_gc_syncs = gstats_.num_gc_syncs.load(std::memory_order_relaxed);
   if (only == nullptr) {
     s.num_ooms = gstats_.num_ooms.load(std::memory_order_relaxed);
     s.num_alloc_retries = gstats_.num_retries.load(std::memory_order_relaxed);

@@ -49,6 +49,8 @@ void* engine::grow(std::size_t bytes, stream_t stream, pool_record& pool, bool i
   if (base == nullptr) {
     release_room(pool, bytes);
     *why = refusal::device;
+  } else {
+    policy_->on_growth(bytes);  // (hysteresis: a size just released, made again)
   }
   return base;
 }

@@ -180,6 +180,7 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
       *why = r;
       return nullptr;
     }
+    policy_->on_growth(want);
     if (b != nullptr) return b;
     // Another thread of this stream took the free neighbour this growth extended: plan again
     // (from the third attempt on, without counting on neighbours).
@@ -282,6 +283,7 @@ void engine::drop_fresh(stream_state& ss, segment* seg) {
   } catch (...) {
     ceiling_lock all(*this, ss);
     ss.link(seg);
+    if (!ss.release_listed) list_for_release(ss);
     stats_delta d;
     d.d[q_segments] = 1;
     ss.stats.apply(seg->pool, d);

@@ -24,8 +24,10 @@ bool engine::vm_allowed(stream_t stream) {
 
 void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out,
                            std::size_t budget) const {
-  // Under ss.lock. Only free blocks of at least one chunk can cover a whole chunk; the largest
-  // first in each free index, until their whole chunks reach `budget` bytes.
+  // Under ss.lock. Only free blocks of at least one chunk can cover a whole chunk: from each
+  // free index the largest, until their whole chunks reach `budget` bytes; then all of them
+  // largest first (empty segments last).
+  const std::size_t first = out.size();
   std::size_t found = 0;
   const auto add = [&](block* b) {
     if (found >= budget) return false;
@@ -38,8 +40,15 @@ void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out
     }
     return true;
   };
-  for (const free_index& index : ss.index) index.for_each_down(chunk_, add);
+  for (const free_index& index : ss.index) {
+    found = 0;
+    index.for_each_down(chunk_, add);
+  }
+  found = 0;
   ss.oversize.for_each_down(chunk_, add);
+  std::stable_sort(
+      out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+      [](const release_candidate& a, const release_candidate& b) { return a.bytes > b.bytes; });
   for (segment* seg = ss.segments; seg != nullptr; seg = seg->next) {
     if (seg->expandable() && seg->size == 0 && seg->busy == 0) {
       out.push_back(release_candidate{&ss, seg, nullptr, seg->base, 0});

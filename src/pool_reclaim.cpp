@@ -189,12 +189,13 @@ void engine::gc_release(stream_state& requester, std::size_t target) {
   for (pool_record* q : pools_where(level, *requester.pool)) from.push_back(q);
   if (from.empty()) return;
   std::lock_guard<std::mutex> release_lock(release_mutex_);
+  if (!policy_->settings().adaptive) tc_flush();  // eager: as before the policy
   release_bounds b;
   b.target = target;
   b.history = true;
   const std::size_t released = release_pass(from, &requester, b);
   if (released != 0) gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
-  gstats_.num_gc_releases.fetch_add(released != 0 ? 1 : 0, std::memory_order_relaxed);
+  gstats_.num_gc_syncs.fetch_add(b.syncs, std::memory_order_relaxed);
   policy_->on_release_pass();
 }
 

@@ -2,21 +2,34 @@
 // (the release policy's advice), the out-of-memory sequence (pool_reclaim.cpp), max_cached and
 // released pools; and returning one segment to the device.
 //
-// A pass visits pools in the order it is given, and in each pool first the requesting stream's
-// state, then the states listed for release (those with idle or expandable segments), and in
-// each state takes the largest idle fixed segment from its idle index (detail/idle_index.hpp)
-// and the largest free spans of its expandable segments, until the pass's target or wanted
-// bytes are reached. Nothing walks the segments of a state, so a pass costs amortized O(1) per
-// segment it returns (plus O(1) per listed state it visits). A state leaves the list when a
-// pass finds it with nothing to give; it lists itself again when a segment becomes idle.
-// Thread-cache lanes are not drained here: callers that need every block back (empty_cache,
-// trim, the out-of-memory path) drain them first.
+// A pass visits pools in the order it is given; in each it returns the largest idle fixed
+// segment of the pool's idle index (detail/idle_index.hpp) while the pass's target or wanted
+// bytes are not reached, then, with expandable segments, the largest free spans of the states
+// listed for release (the requesting stream's first). Nothing walks the segments of a state or
+// every state: a pass costs amortized O(1) per segment it returns (and O(1) per state with
+// expandable segments it visits). Thread-cache lanes are not drained here: callers that need
+// their blocks back (empty_cache, trim, the out-of-memory path) drain them first.
 #include <algorithm>
 
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
 
 namespace cachalot::detail {
+
+void engine::note_idle(stream_state& ss, segment* seg) {
+  // Under ss.lock; the pool's idle lock is a leaf.
+  pool_record& p = *ss.pool;
+  std::lock_guard<spinlock> lock(p.idle_lock);
+  p.idle.insert(seg);
+}
+
+void engine::unindex(stream_state& ss, segment* seg) {
+  // Under ss.lock.
+  if (!seg->indexed) return;
+  pool_record& p = *ss.pool;
+  std::lock_guard<spinlock> lock(p.idle_lock);
+  p.idle.remove(seg);
+}
 
 void engine::list_for_release(stream_state& ss) {
   // Under ss.lock (idle_mutex_ is a leaf). Never allocates: the list has room for every state
@@ -47,7 +60,7 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     b = seg->first;
     if (b->state != block_state::free || !b->whole()) return false;
     remove_free(ss, b);
-    if (seg->indexed) ss.idle.remove(seg);
+    unindex(ss, seg);
     ss.unlink(seg);
     ss.stats.apply(seg->pool, d);
     ss.sync();
@@ -62,7 +75,7 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     --ss.stats.num_segment_frees;
     ss.link(seg);
     insert_free(ss, b);
-    ss.idle.insert(seg);  // (ss stays listed: it was when the pass found the segment)
+    note_idle(ss, seg);
     throw;
   }
   {
@@ -88,7 +101,7 @@ void engine::release_or_keep(stream_state& ss, segment* seg) noexcept {
 }
 
 std::size_t engine::release_pass(const std::vector<pool_record*>& from, stream_state* first,
-                                 const release_bounds& bounds) {
+                                 release_bounds& bounds) {
   // Caller holds release_mutex_ (entries leave release_states_ only here).
   std::vector<stream_state*> listed;
   {
@@ -111,24 +124,39 @@ std::size_t engine::release_pass(const std::vector<pool_record*>& from, stream_s
     const std::size_t held = q.committed.load(std::memory_order_relaxed);
     return held > q.options.guarantee ? std::min(bytes, held - q.options.guarantee) : 0;
   };
-  std::vector<stream_state*> drained;  // listed states found with nothing to give
-  const auto visit = [&](stream_state& ss) {
-    while (!done()) {  // idle fixed segments, largest first
+  std::vector<stream_state*> drained;  // listed states found with no expandable segment
+  // Idle fixed segments of pool `q`, largest first.
+  const auto idle = [&](pool_record& q) {
+    while (!done()) {
       segment* seg = nullptr;
       {
-        std::lock_guard<spinlock> lock(ss.lock);
-        seg = ss.idle.largest();
-        if (seg == nullptr && ss.idle.empty() && ss.release_listed && ss.ranges == 0) {
-          drained.push_back(&ss);
-        }
+        std::lock_guard<spinlock> lock(q.idle_lock);
+        seg = q.idle.top();
       }
-      if (seg == nullptr) break;
-      const std::size_t bytes = seg->size;
-      if (room(ss, bytes) != bytes || !release_segment(ss, seg)) break;
+      if (seg == nullptr) return;
+      stream_state& ss = *seg->owner;  // (segments are deleted only under release_mutex_)
+      std::size_t bytes = 0;
+      {
+        std::lock_guard<spinlock> lock(ss.lock);
+        if (!seg->indexed) continue;  // taken out meanwhile
+        if (seg->live != 0) {         // in use again since it entered
+          unindex(ss, seg);
+          continue;
+        }
+        bytes = seg->size;
+      }
+      if (room(ss, bytes) != bytes) return;
+      if (!release_segment(ss, seg)) {
+        if (capture_underway()) return;  // nothing goes back while a capture may be under way
+        continue;                        // reused meanwhile: an entry in use now
+      }
       released += bytes;
+      ++bounds.syncs;  // (a segment free synchronizes the device)
       if (bounds.history) policy_->on_released(bytes);
     }
-    if (!expandable_ || done() || ss.pool->pinned() || !vm_allowed(ss.stream)) return;
+  };
+  const auto visit = [&](stream_state& ss) {
+    if (done() || ss.pool->pinned() || !vm_allowed(ss.stream)) return;
     std::size_t over = SIZE_MAX;  // spans: only the chunks still needed
     if (bounds.want != 0) over = bounds.want - released - picked;
     if (bounds.target != 0) over = std::min(over, expected() - bounds.target);
@@ -136,6 +164,10 @@ std::size_t engine::release_pass(const std::vector<pool_record*>& from, stream_s
     spans.clear();
     {
       std::lock_guard<spinlock> lock(ss.lock);
+      if (ss.ranges == 0) {
+        drained.push_back(&ss);
+        return;
+      }
       collect_spans(ss, spans, over);
     }
     for (const release_candidate& c : spans) {
@@ -149,7 +181,9 @@ std::size_t engine::release_pass(const std::vector<pool_record*>& from, stream_s
     }
   };
   for (pool_record* q : from) {
-    if (first != nullptr && first->pool == q) visit(*first);
+    idle(*q);
+    if (!expandable_) continue;
+    if (first != nullptr && first->pool == q && !done()) visit(*first);
     for (stream_state* ss : listed) {
       if (done()) break;
       if (ss != first && ss->pool == q) visit(*ss);
@@ -159,13 +193,13 @@ std::size_t engine::release_pass(const std::vector<pool_record*>& from, stream_s
   for (auto& [ss, picks] : batches) {
     const std::size_t n = release_spans(*ss, picks);
     released += n;
+    if (n != 0) ++bounds.syncs;  // (the stream was synchronized before its unmaps)
     if (bounds.history && n != 0) policy_->on_released(n);
   }
-  // States with nothing left to give leave the list (they list themselves again when a
-  // segment becomes idle; states with expandable segments stay).
+  // States with no expandable segment left leave the list (a new one lists them again).
   for (stream_state* ss : drained) {
     std::lock_guard<spinlock> lock(ss->lock);
-    if (!ss->idle.empty() || ss->ranges != 0) continue;
+    if (ss->ranges != 0) continue;
     std::lock_guard<std::mutex> idle_lock(idle_mutex_);
     const auto it = std::find(release_states_.begin(), release_states_.end(), ss);
     if (it != release_states_.end()) {
@@ -192,10 +226,11 @@ std::size_t engine::release_free_segments(const std::vector<pool_record*>& from,
 }
 
 std::size_t engine::release_cached(std::size_t target_reserved, bool largest_first) {
-  // Every pool that may give (graph pools keep theirs); lanes give their blocks back first, so
-  // that their segments can be wholly free.
+  // Every pool that may give (graph pools keep theirs). Lanes give their blocks back, so that
+  // their segments can be wholly free: first for empty_cache; for a target, only if what is
+  // idle without them does not reach it (a drain locks every stream).
   std::lock_guard<std::mutex> release_lock(release_mutex_);
-  tc_flush();
+  if (!largest_first) tc_flush();
   std::vector<pool_record*> from;
   {
     std::shared_lock<std::shared_mutex> lock(registry_mutex_);
@@ -205,7 +240,11 @@ std::size_t engine::release_cached(std::size_t target_reserved, bool largest_fir
   }
   release_bounds b;
   b.target = target_reserved;
-  const std::size_t released = release_pass(from, nullptr, b);
+  std::size_t released = release_pass(from, nullptr, b);
+  if (largest_first && tc_on_ && gstats_.committed() > target_reserved) {
+    tc_flush();
+    released += release_pass(from, nullptr, b);
+  }
   // A pass towards a target (trim) that found nothing to release is no flush.
   if (released != 0 || !largest_first) {
     gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);

@@ -68,7 +68,7 @@ void release_policy::on_peak_reset(std::size_t bytes) noexcept {
 }
 
 void release_policy::on_growth(std::size_t bytes) noexcept {
-  if (!tight()) return;
+  if (!tight() || !s_.adaptive) return;  // (eager: as before the policy, no band)
   std::lock_guard<std::mutex> lock(lock_);
   const auto end = released_.begin() + static_cast<std::ptrdiff_t>(std::min(next_, history));
   if (std::find(released_.begin(), end, bytes) == end) return;

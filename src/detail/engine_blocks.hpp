@@ -2,7 +2,7 @@
 // split it, free it and coalesce it with its neighbours, keep the free indexes (and the
 // oversize set) in step. Invariants: a free block is in exactly one free structure of its
 // segment's band; adjacent free blocks never stay apart; a segment's `live` counts its
-// allocated and pending blocks; a fixed segment whose count drops to 0 is in its stream's idle
+// allocated and pending blocks; a fixed segment whose count drops to 0 is in its pool's idle
 // index (detail/idle_index.hpp). Included by detail/engine.hpp after the engine class.
 #pragma once
 
@@ -146,12 +146,6 @@ inline void engine::release_block(stream_state& ss, block* b) {
   if (--seg->live == 0 && !seg->indexed && !seg->expandable()) [[unlikely]]
     note_idle(ss, seg);
   coalesce_free(ss, b);
-}
-
-inline void engine::note_idle(stream_state& ss, segment* seg) {
-  ss.idle.insert(seg);
-  if (!ss.release_listed) [[unlikely]]
-    list_for_release(ss);
 }
 
 }  // namespace cachalot::detail

@@ -1,14 +1,16 @@
-// The idle index of one stream state: its fixed segments that became wholly free (no live
+// The idle index of one memory pool: its fixed segments that became wholly free (no live
 // block), by size, so that a release finds the largest in O(1) instead of walking every
-// segment. Buckets as in free_index (detail/free_index.hpp), each an intrusive list through the
-// segment's idle links, with bitmaps of the non-empty buckets.
+// segment of every stream. Buckets as in free_index (detail/free_index.hpp), each an intrusive
+// list through the segments' idle links, with bitmaps of the non-empty buckets. Guarded by the
+// pool's idle lock (a leaf, taken under a stream lock).
 //
 // Lazy on the hot path: a segment enters when its live count drops to 0 (if not in already)
 // and stays while it is in use again, so that a segment that goes back and forth between idle
-// and used (one large block allocated and freed over and over) costs one flag test per free.
-// A release takes the largest entry and drops entries found in use (each at most once per
-// entry: amortized O(1)). Invariant (under the owner's lock): every fixed segment with no live
-// block is in the index (`indexed` set); entries may be in use.
+// and used (one large block allocated and freed over and over) costs one flag test per free
+// and never touches the index. A release takes the largest entry, checks it under its owner's
+// lock, and drops it if it is in use (each entry at most once: amortized O(1)). Invariant:
+// every fixed segment with no live block is in its pool's index (`indexed` set, written under
+// the owner's lock and the index lock); entries may be in use.
 #pragma once
 
 #include <bit>
@@ -20,7 +22,7 @@
 
 namespace cachalot::detail {
 
-/// Fixed segments that were idle, by size. Not thread-safe (its stream's lock).
+/// Fixed segments that were idle, by size. Not thread-safe (its pool's idle lock).
 class idle_index {
  public:
   /// Adds `s` (not indexed).
@@ -55,27 +57,18 @@ class idle_index {
     --count_;
   }
 
-  /// The largest idle segment (the largest of at most `scan` entries of the highest bucket),
-  /// after dropping the entries found in use; nullptr if none is idle.
-  segment* largest() noexcept {
-    constexpr unsigned scan = 8;
-    while (fl_bitmap_ != 0) {
-      const unsigned f = 63u - static_cast<unsigned>(std::countl_zero(fl_bitmap_));
-      const unsigned s = 31u - static_cast<unsigned>(std::countl_zero(sl_bitmap_[f]));
-      segment* best = nullptr;
-      unsigned n = 0;
-      for (segment* g = heads_[f][s]; g != nullptr && n < scan; ++n) {
-        segment* next = g->idle_next;
-        if (g->live != 0) {
-          remove(g);  // in use again since it entered
-        } else if (best == nullptr || g->size > best->size) {
-          best = g;
-        }
-        g = next;
-      }
-      if (best != nullptr) return best;
+  /// The largest entry (the largest of at most 8 entries of the highest bucket), idle or not;
+  /// nullptr if the index is empty.
+  segment* top() const noexcept {
+    if (fl_bitmap_ == 0) return nullptr;
+    const unsigned f = 63u - static_cast<unsigned>(std::countl_zero(fl_bitmap_));
+    const unsigned s = 31u - static_cast<unsigned>(std::countl_zero(sl_bitmap_[f]));
+    segment* best = nullptr;
+    unsigned n = 0;
+    for (segment* g = heads_[f][s]; g != nullptr && n < 8; g = g->idle_next, ++n) {
+      if (best == nullptr || g->size > best->size) best = g;
     }
-    return nullptr;
+    return best;
   }
 
   /// Entries (idle or not).

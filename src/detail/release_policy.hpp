@@ -7,7 +7,9 @@
 // Regimes (config `release_policy`):
 //  - adaptive (the default). *Relaxed* while memory is plentiful: no release before a growth,
 //    no unmap, every block may be split, so a job that fits makes as few device calls as a
-//    cache that never gives anything back. *Tight* once the high-water mark of in-use (active)
+//    cache that never gives anything back (only blocks holding 1/128 of the limit stay whole,
+//    so that one request cannot pin a large share of the device). *Tight* once the high-water
+//    mark of in-use (active)
 //    bytes passes `pressure_threshold` of the limit (memory_limit, else the device): then the
 //    oversize rule applies, and a growth that would take reserved bytes above the release mark
 //    (gc_threshold of the limit; with expandable segments also 2 % plus a chunk above the
@@ -48,7 +50,7 @@ struct policy_settings {
   std::size_t chunk = 0;            ///< expandable segments: bytes per chunk
   std::size_t max_split_size = SIZE_MAX;  ///< config max_split_size (the tight split limit)
   /// Relaxed split limit as a share of `limit` (max_split_size at least).
-  double relaxed_split = 1.0 / 32;
+  double relaxed_split = 1.0 / 128;
 };
 
 /// What a growth should release first.

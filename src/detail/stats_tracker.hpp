@@ -403,8 +403,8 @@ class global_stats {
   std::atomic<std::uint64_t> num_retries{0};
   std::atomic<std::uint64_t> num_flushes{0};
   std::atomic<std::uint64_t> num_syncs{0};
-  /// Release passes before a growth (the release policy's advice) that gave memory back.
-  std::atomic<std::uint64_t> num_gc_releases{0};
+  /// Synchronizations of releases before a growth (memory_stats::num_gc_syncs).
+  std::atomic<std::uint64_t> num_gc_syncs{0};
   std::atomic<std::uint64_t> num_use_after_free{0};
 
  private:

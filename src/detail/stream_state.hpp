@@ -10,7 +10,6 @@
 #include <memory>
 
 #include "detail/free_index.hpp"
-#include "detail/idle_index.hpp"
 #include "detail/segment.hpp"
 #include "detail/spinlock.hpp"
 #include "detail/stats_tracker.hpp"
@@ -40,8 +39,7 @@ struct stream_state : stats_holder {
   free_index index[band_count];  ///< free blocks below max_split_size, per band
   free_index oversize;           ///< free blocks >= max_split_size (never split)
   segment* segments = nullptr;   ///< intrusive list of this stream's segments
-  idle_index idle;               ///< fixed segments with no live block, by size (and stale ones)
-  /// In the engine's list of states a release visits (it has idle or expandable segments).
+  /// In the engine's list of states a release visits for spans (it has expandable segments).
   bool release_listed = false;
   std::size_t ranges = 0;  ///< expandable segments linked
   block_pool nodes;        ///< recycled block nodes

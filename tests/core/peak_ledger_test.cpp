@@ -114,7 +114,9 @@ TEST(peak_ledger, PeaksStayExactOverRandomChangesOfManyHolders) {
     // Decreases may take a holder below zero (a lane), never its pool's class total.
     if (rng() % 2 == 0 && w.totals[i % 2][q][p] >= d) d = -d;
     w.change(i, q, p, d);
-    if (step % 97 == 0) ASSERT_EQ(w.check(), "") << "step " << step;
+    if (step % 97 == 0) {
+      ASSERT_EQ(w.check(), "") << "step " << step;
+    }
   }
   EXPECT_EQ(w.check(), "");
   EXPECT_GT(w.ledger.pulls(), 0u);
