@@ -6,11 +6,12 @@
 //  - release_sweep/cachalot/segments:N: N idle 12 MiB segments cached on a device twice their
 //    size; each iteration grows a segment for a block no cached one holds, frees it, and trims
 //    it back (the release pass must find the largest idle segment among N+1).
-//  - gc_sweep/cachalot/segments:N: the same N idle segments on a device they nearly fill (in-use
-//    memory passed 90 % of it: the release policy is tight); each iteration allocates a 40 MiB
-//    or a 64 MiB block in turn, which no cached block serves (the oversize rule), so that each
-//    growth first returns the other one's idle segment (gc_threshold), then frees it. The
-//    engine before the release index scanned and sorted every cached segment here.
+//  - gc_sweep/cachalot/segments:N: the same N idle segments just below the release mark
+//    (gc_threshold, with release_policy:eager: the mark at every growth, no hysteresis band);
+//    each iteration allocates a 40 MiB or a 64 MiB block in turn, which no cached block serves
+//    (the oversize rule), so that each growth first returns the other one's idle segment, then
+//    frees it. The engine before the release index scanned and sorted every cached segment at
+//    each of these growths (the random 64/256 MiB regression).
 //  - growth_sweep/cachalot/streams:K: K streams that allocated (and freed) before; each
 //    iteration grows a 64 MiB segment on the first, frees it and trims it back (a growth counts
 //    its segment against the stats ceilings, which once locked every stream and lane).
@@ -35,11 +36,12 @@ stream_t fake_stream(std::size_t i) {
   return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(0x1000 + 64 * i));
 }
 
-std::unique_ptr<allocator> simulated(std::size_t capacity) {
+std::unique_ptr<allocator> simulated(std::size_t capacity, const char* conf = "") {
   sim_options o;
   o.capacity = capacity;
-  return std::make_unique<allocator>(config::parse("backend:simulated"),
-                                     std::make_shared<simulated_device>(o));
+  return std::make_unique<allocator>(
+      config::parse(std::string("backend:simulated") + (*conf ? "," : "") + conf),
+      std::make_shared<simulated_device>(o));
 }
 
 void release_sweep(benchmark::State& st) {
@@ -62,15 +64,16 @@ void release_sweep(benchmark::State& st) {
 void gc_sweep(benchmark::State& st) {
   const auto n = static_cast<std::size_t>(st.range(0));
   constexpr std::size_t seg = std::size_t{12} << 20;
-  // In use: n segments' worth (above 90 % of the device: tight); the mark, 90 % of it, holds
-  // all but a few of them once idle.
-  auto a = simulated(static_cast<std::size_t>(static_cast<double>(n * seg + (128u << 20)) / 0.92));
+  // The mark (90 % of the device) is 80 MiB above the idle segments: every 40 or 64 MiB growth
+  // must first return the other block's idle segment.
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  auto a = simulated((n * seg + 80 * mib) * 10 / 9, "release_policy:eager");
   std::vector<void*> blocks;
   for (std::size_t i = 0; i < n; ++i) blocks.push_back(a->allocate(seg, fake_stream(0)));
   for (void* p : blocks) a->deallocate(p, fake_stream(0));
   std::size_t i = 0;
   for (auto _ : st) {
-    const std::size_t size = (i++ % 2 == 0 ? 40 : 64) * (std::size_t{1} << 20);
+    const std::size_t size = (i++ % 2 == 0 ? 40 : 64) * mib;
     a->deallocate(a->allocate(size, fake_stream(0)), fake_stream(0));
   }
   st.SetItemsProcessed(st.iterations());
