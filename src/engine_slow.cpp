@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "cachalot/config.hpp"
+#include "detail/callback_scope.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
 

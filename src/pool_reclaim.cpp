@@ -13,14 +13,13 @@
 #include <algorithm>
 
 #include "cachalot/config.hpp"
+#include "detail/callback_scope.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
 
 namespace cachalot::detail {
 
 namespace {
-thread_local bool t_in_reclaim = false;  ///< this thread runs a reclaim callback
-
 // Stages of the reclaim order, as predicates on (candidate, requester).
 bool below(const pool_record& q, const pool_record& r) {
   return q.released.load(std::memory_order_acquire) || q.priority() < r.priority();
@@ -48,13 +47,9 @@ engine::refusal engine::reserve_room(pool_record& pool, std::size_t bytes) {
   if (pool.options.limit != 0 && mine + bytes > pool.options.limit) return refusal::pool_limit;
   const std::size_t total =
       memory_limit_ != 0 ? memory_limit_ : (guaranteed_.empty() ? 0 : device_total_);
-  if (total != 0) {
-    std::size_t held = 0;  // guaranteed bytes that other pools have not reserved yet
-    for (const pool_record* q : guaranteed_) {
-      const std::size_t c = q->committed.load(std::memory_order_relaxed);
-      if (q != &pool && q->options.guarantee > c) held += q->options.guarantee - c;
-    }
-    if (gstats_.committed() + bytes + held > total) return refusal::budget;
+  if (total != 0 &&
+      gstats_.committed() + bytes + unreserved_guarantees(guaranteed_, pool) > total) {
+    return refusal::budget;
   }
   pool.committed.fetch_add(bytes, std::memory_order_relaxed);
   gstats_.reserve_room(bytes, 0);  // no limit: always succeeds
@@ -138,14 +133,15 @@ block* engine::grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t
     for (pool_record* q : peers) {
       if (block* b = drain(q, false)) return b;
     }
+    // A callback that allocates here under pressure calls no callback (callback_scope.hpp).
+    const bool reclaiming = callback_scope::inside(this, callback_scope::reclaim);
     for (pool_record* q :
-         t_in_reclaim ? std::vector<pool_record*>{} : pools_where(reclaimer_below, p)) {
-      t_in_reclaim = true;  // a callback that allocates under pressure calls no callback
+         reclaiming ? std::vector<pool_record*>{} : pools_where(reclaimer_below, p)) {
       try {
+        callback_scope scope(this, callback_scope::reclaim);
         (void)q->options.reclaim(q->id, seg_size);
       } catch (...) {  // a failing callback freed what it freed
       }
-      t_in_reclaim = false;
       poll_pending(true);
       if (block* b = drain(q, false)) return b;
     }
@@ -202,7 +198,12 @@ void engine::gc_release(stream_state& requester, std::size_t target) {
 // --- released pools --------------------------------------------------------------------------
 
 std::size_t engine::drain_released() {
-  const std::vector<pool_record*> dead = pools_where(released_only, *pools_[0]);
+  const pool_record* any = nullptr;  // (ignored by released_only)
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);  // create_pool may grow pools_
+    any = pools_[0].get();
+  }
+  const std::vector<pool_record*> dead = pools_where(released_only, *any);
   if (dead.empty()) return 0;
   const std::size_t released = release_free_segments(dead, false, 0, 0, nullptr);
   for (pool_record* p : dead) retire_if_empty(*p);

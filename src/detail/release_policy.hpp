@@ -40,6 +40,15 @@
 
 namespace cachalot::detail {
 
+/// How far one release pass of the engine goes (engine::release_pass, release.cpp).
+struct release_bounds {
+  std::size_t target = 0;        ///< stop once committed bytes are at most this (0: no bound)
+  std::size_t want = 0;          ///< stop once this many bytes are released (0: no bound)
+  bool above_guarantee = false;  ///< release only what leaves each pool its guarantee
+  bool history = false;          ///< report what goes to the release policy (a gc pass)
+  std::size_t syncs = 0;         ///< out: segments freed plus streams synchronized
+};
+
 /// What the policy is built from (the engine's resolved config).
 struct policy_settings {
   bool adaptive = true;             ///< config release_policy: adaptive (else eager)
