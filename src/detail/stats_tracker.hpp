@@ -161,25 +161,27 @@ class stream_stats {
   /// left its segment (`whole` >= `size` bytes) wholly free (a thread cache's last live block of
   /// a segment, detail/thread_cache.hpp). Only lowers current values. remove_whole undoes it.
   void add_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    // (Counted as a decrease of `whole`, not as taking back the free's increase of `size`: a
+    // read may already have seen that free, and cumulative totals never go back.)
+    (void)size;
     const std::size_t p = static_cast<std::size_t>(pool);
-    inc_[q_inactive][p] -= size;
-    dec_[q_inactive][p] += whole - size;
+    dec_[q_inactive][p] += whole;
     whole_free_[p] += whole;
   }
   /// Takes back an earlier add_whole(pool, size, whole) exactly (`whole` may have grown since by
   /// bytes mapped as wholly free). Raises inactive: only with every stream locked.
   void remove_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    (void)size;  // (an increase of `whole`: cumulative totals never go back)
     const std::size_t p = static_cast<std::size_t>(pool);
-    inc_[q_inactive][p] += size;
-    dec_[q_inactive][p] -= whole - size;
+    inc_[q_inactive][p] += whole;
     whole_free_[p] -= whole;
   }
   /// Turns a counted try_alloc(pool, size, ..., whole) into try_alloc(pool, size, ..., 0): the
   /// segment was no longer wholly free (another holder counted that first). Only lowers.
   void drop_whole_alloc(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    (void)size;  // (a decrease of `whole`: cumulative totals never go back)
     const std::size_t p = static_cast<std::size_t>(pool);
-    inc_[q_inactive][p] -= whole - size;
-    dec_[q_inactive][p] += size;
+    dec_[q_inactive][p] += whole;
     whole_free_[p] += whole;
   }
 
