@@ -388,7 +388,8 @@ def device_time_targets(replays, what):
         out.append(verdict(ok, "%-18s %s: modeled device time %.2f ms = %.2f%% of the trace's "
                            "span (<= 1%%), %d device syncs, %d outside an OOM retry (0)" % (
                                os.path.basename(r["trace"]), what, d["total_ns"] / 1e6,
-                               100 * share, d["syncs"], outside)))
+                               100 * share, d["syncs"], outside),
+                           "%s %s device time" % (os.path.basename(r["trace"]), what)))
     return out
 
 
