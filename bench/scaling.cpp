@@ -18,6 +18,9 @@
 //  - peak_sweep/cachalot/streams:K: K streams with cached blocks; each iteration allocates a
 //    512 B block on one stream and keeps it, so that every allocation raises the peaks (the
 //    blocks are freed, and the peaks reset, every 65,536 allocations).
+//  - growth_sweep/cachalot_lanes_off, peak_sweep/cachalot_lanes_off: the same with
+//    thread_cache:0, where a crossed ceiling settles with the peak ledger alone (with lanes it
+//    takes every lock: detail/all_streams_lock.hpp).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -94,9 +97,9 @@ void touch_streams(allocator& a, std::size_t k) {
   }
 }
 
-void growth_sweep(benchmark::State& st) {
+void growth_sweep(benchmark::State& st, const char* conf) {
   const auto k = static_cast<std::size_t>(st.range(0));
-  auto a = simulated(std::size_t{64} << 30);
+  auto a = simulated(std::size_t{64} << 30, conf);
   touch_streams(*a, k);
   const std::size_t cached = a->stats().reserved_bytes.all.current;
   for (auto _ : st) {
@@ -107,9 +110,9 @@ void growth_sweep(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations());
 }
 
-void peak_sweep(benchmark::State& st) {
+void peak_sweep(benchmark::State& st, const char* conf) {
   const auto k = static_cast<std::size_t>(st.range(0));
-  auto a = simulated(std::size_t{64} << 30);
+  auto a = simulated(std::size_t{64} << 30, conf);
   touch_streams(*a, k);
   std::vector<void*> kept;
   kept.reserve(65536);
@@ -134,12 +137,18 @@ void register_scaling() {
   auto* c = benchmark::RegisterBenchmark("gc_sweep/cachalot", gc_sweep);
   c->ArgName("segments");
   for (const std::int64_t n : {10, 100, 1000, 10000, 100000}) c->Arg(n);
-  auto* g = benchmark::RegisterBenchmark("growth_sweep/cachalot", growth_sweep);
-  g->ArgName("streams");
-  for (const std::int64_t k : {1, 10, 100, 1000}) g->Arg(k);
-  auto* p = benchmark::RegisterBenchmark("peak_sweep/cachalot", peak_sweep);
-  p->ArgName("streams");
-  for (const std::int64_t k : {1, 10, 100, 1000}) p->Arg(k);
+  // The defaults (thread caches: a crossed ceiling takes every lock) and thread_cache:0 (it
+  // settles with the peak ledger alone).
+  for (const auto& [impl, conf] :
+       {std::pair{"cachalot", ""}, {"cachalot_lanes_off", "thread_cache:0"}}) {
+    const std::string suffix = std::string("/") + impl;
+    auto* g = benchmark::RegisterBenchmark(("growth_sweep" + suffix).c_str(), growth_sweep, conf);
+    g->ArgName("streams");
+    for (const std::int64_t k : {1, 10, 100, 1000}) g->Arg(k);
+    auto* p = benchmark::RegisterBenchmark(("peak_sweep" + suffix).c_str(), peak_sweep, conf);
+    p->ArgName("streams");
+    for (const std::int64_t k : {1, 10, 100, 1000}) p->Arg(k);
+  }
 }
 
 }  // namespace cachalot::bench

@@ -170,10 +170,15 @@ TEST(release_pass, TheLargestIdleSegmentOfAnyStreamGoesFirst) {
 
 // --- exact peaks without the all-streams lock ------------------------------------------------
 
-TEST(peaks, ExactOverRandomTrafficOnManyStreamsAndLanes) {
-  // One thread, 40 streams, the default thread cache: blocks freed on the stream that
-  // allocated them go to lanes, others pay the stream path; the model tracks exact totals.
-  fixture f("", 64 * GiB);
+// Each with the thread cache (a crossed ceiling takes all_streams_lock, lane marks need it) and
+// without (a crossed ceiling settles with the peak ledger alone).
+class peaks : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(lanes, peaks, ::testing::Values("", "thread_cache:0"));
+
+TEST_P(peaks, ExactOverRandomTrafficOnManyStreamsAndLanes) {
+  // One thread, 40 streams: with the thread cache, blocks freed on the stream that allocated
+  // them go to lanes, others pay the stream path; the model tracks exact totals.
+  fixture f(GetParam(), 64 * GiB);
   std::mt19937_64 rng(2021);
   struct live_block {
     std::size_t size;
@@ -214,10 +219,10 @@ TEST(peaks, ExactOverRandomTrafficOnManyStreamsAndLanes) {
   expect_stats_match_snapshot(*f.alloc);
 }
 
-TEST(peaks, ConcurrentGrowthOnManyStreamsKeepsPeaksWithinTheirBounds) {
+TEST_P(peaks, ConcurrentGrowthOnManyStreamsKeepsPeaksWithinTheirBounds) {
   // Threads raise peaks on their own streams while 200 idle streams hold cached memory: peaks
   // stay between the largest single thread's and the sum of all, and stats match the snapshot.
-  fixture f("", 64 * GiB);
+  fixture f(GetParam(), 64 * GiB);
   for (int i = 0; i < 200; ++i) f.alloc->deallocate(f.alloc->allocate(3 * MiB, s(100 + i)));
   constexpr int threads = 4;
   std::vector<std::thread> pool;
