@@ -8,6 +8,7 @@
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
 #include "support/invariants.hpp"
+#include "support/sim_fixture.hpp"
 
 namespace cachalot::testing {
 namespace {
@@ -16,16 +17,7 @@ stream_t s(int i) {
   return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(i * 64));
 }
 
-struct fixture {
-  explicit fixture(const std::string& conf, std::size_t capacity) {
-    sim_options o;
-    o.capacity = capacity;
-    dev = std::make_shared<simulated_device>(o);
-    alloc = std::make_unique<allocator>(config::parse(conf), dev);
-  }
-  std::shared_ptr<simulated_device> dev;
-  std::unique_ptr<allocator> alloc;
-};
+using fixture = sim_fixture;
 
 TEST(out_of_memory, ReleasesOtherStreamsCacheThenRetries) {
   fixture f("gc_threshold:0", 40 * MiB);

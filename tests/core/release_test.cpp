@@ -1,7 +1,7 @@
 // Releasing cached memory through the engine: the adaptive release policy (frugal while
 // in-use memory is well below the limit, tight near it), the idle index behind every release
 // pass (largest first whatever the stream, stale entries), and exact peaks across
-// many streams and thread-cache lanes without the all-streams lock.
+// many streams, with thread-cache lanes and without (where the peak ledger alone settles).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
 #include "support/invariants.hpp"
+#include "support/sim_fixture.hpp"
 
 namespace cachalot::testing {
 namespace {
@@ -24,16 +25,7 @@ stream_t s(int i) {
   return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(i * 64));
 }
 
-struct fixture {
-  explicit fixture(const std::string& conf, std::size_t capacity) {
-    sim_options o;
-    o.capacity = capacity;
-    dev = std::make_shared<simulated_device>(o);
-    alloc = std::make_unique<allocator>(config::parse(conf), dev);
-  }
-  std::shared_ptr<simulated_device> dev;
-  std::unique_ptr<allocator> alloc;
-};
+using fixture = sim_fixture;
 
 // --- the adaptive policy ---------------------------------------------------------------------
 
