@@ -75,7 +75,8 @@ class engine::all_streams_lock {
       }
     }
     e_.gstats_.rebalance(holders_, trigger_, reset_);
-    e_.ledger_.rebuild(holders_);
+    // (With thread caches no ceiling_lock settles with the ledger: it is rebuilt only without.)
+    if (!e_.tc_on_) e_.ledger_.rebuild(holders_);
     const std::size_t in_use = e_.gstats_.peak(q_active, pool_count);
     if (reset_) {
       e_.policy_->on_peak_reset(in_use);
