@@ -157,31 +157,42 @@ class stream_stats {
     grown_ |= bit_of(q_inactive);
   }
 
-  /// Turns a counted try_free(pool, size, ..., 0) into try_free(pool, size, ..., whole): the free
-  /// left its segment (`whole` >= `size` bytes) wholly free (a thread cache's last live block of
-  /// a segment, detail/thread_cache.hpp). Only lowers current values. remove_whole undoes it.
-  void add_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
-    // (Counted as a decrease of `whole`, not as taking back the free's increase of `size`: a
-    // read may already have seen that free, and cumulative totals never go back.)
-    (void)size;
+  /// After a counted try_free(pool, size, ..., 0), counts the current values try_free(pool,
+  /// size, ..., whole) would have left: the free left its segment (`whole` >= `size` bytes)
+  /// wholly free (a thread cache's last live block of a segment, detail/thread_cache.hpp). The
+  /// first count may have been read already, so cumulative totals only rise: the `whole`
+  /// inactive bytes (the free's `size` among them) count as freed. Only lowers current values.
+  /// remove_whole takes it back.
+  void add_whole(pool_kind pool, std::uint64_t whole) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     dec_[q_inactive][p] += whole;
     whole_free_[p] += whole;
   }
-  /// Takes back an earlier add_whole(pool, size, whole) exactly (`whole` may have grown since by
-  /// bytes mapped as wholly free). Raises inactive: only with every stream locked.
+  /// Takes back the current values of an earlier add_whole(pool, whole) (`whole` may have grown
+  /// since by bytes mapped as wholly free) and of the try_free(pool, `size`, ..., 0) before it,
+  /// whose block goes back to its stream: the stream's free of it (the segment's last, leaving
+  /// it wholly free) follows under the same locks, and the three together leave the cumulative
+  /// totals as they were. Only with every stream locked.
   void remove_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
-    (void)size;  // (an increase of `whole`: cumulative totals never go back)
     const std::size_t p = static_cast<std::size_t>(pool);
-    inc_[q_inactive][p] += whole;
+    inc_[q_inactive][p] += size;          // (cancel_cached_free takes it off again)
+    dec_[q_inactive][p] -= whole - size;  // (the stream's free counts it again)
     whole_free_[p] -= whole;
+  }
+  /// Counts `bytes` of quantity `q` as both increased and decreased (current unchanged): a lane
+  /// block's free that left its segment wholly free, in the stream, after cancel_cached_free
+  /// took back the lane's count (the lane counted the block inactive; the stream's free counts
+  /// from allocated, not raising inactive): so the pair raises cumulative totals only.
+  void count_through(std::size_t q, std::size_t p, std::uint64_t bytes) noexcept {
+    inc_[q][p] += bytes;
+    dec_[q][p] += bytes;
   }
   /// Turns a counted try_alloc(pool, size, ..., whole) into try_alloc(pool, size, ..., 0): the
   /// segment was no longer wholly free (another holder counted that first). Only lowers.
   void drop_whole_alloc(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
-    (void)size;  // (a decrease of `whole`: cumulative totals never go back)
     const std::size_t p = static_cast<std::size_t>(pool);
-    dec_[q_inactive][p] += whole;
+    inc_[q_inactive][p] -= whole - size;
+    dec_[q_inactive][p] += size;
     whole_free_[p] += whole;
   }
 

@@ -24,6 +24,12 @@
 //    than a drain would leave it, never lower: no change under the ceilings can then make a new
 //    peak, and every peak is raised from settled (exact) counts, so peaks are the maxima over
 //    consistent states.
+//  - Cumulative totals never go back, though a read may have seen a lane block's inactive
+//    count before a mark corrects it: a mark counts the segment's bytes as inactive freed and
+//    keeps that count (add_whole), and a lane block whose stream's free leaves its unmarked
+//    segment wholly free is counted through (stream_stats::count_through). So with lanes the
+//    cumulative inactive-split totals may exceed a drain's (by bytes counted in and out again);
+//    current values and peaks are a drain's.
 //  - Only plain blocks enter a lane: default pool, no other stream recorded or named at the
 //    free, at most the configured size, never oversize; never in checked, pass-through or
 //    max_cached modes (the engine creates no lanes then). Tracing: a put and a take are
@@ -222,7 +228,7 @@ struct alignas(128) tc_lane : stats_holder {
   void mark_whole(segment* seg) noexcept {
     for (std::uint32_t i = 0; i < count; ++i) {
       if (segs[i] != seg) continue;
-      stats.add_whole(seg->pool, sizes[i], seg->size);
+      stats.add_whole(seg->pool, seg->size);
       set_mark(seg, sizes[i]);
       return;
     }

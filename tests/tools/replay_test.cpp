@@ -279,11 +279,7 @@ TEST(Replay, RecordedTraceReplaysToTheSamePeaks) {
                                .string();
   memory_stats expected;
   {
-    // Without thread caches: a full lane evicts its oldest block when not tracing but not when
-    // tracing (engine_lanes.hpp: the trace has that free already), so with lanes the recording
-    // and its replay may place blocks differently (one 2 MiB segment apart on this sequence
-    // since issue 21's release policy).
-    allocator a(config::parse("backend:simulated,capacity:4GiB,thread_cache:0,trace_file:" + path));
+    allocator a(config::parse("backend:simulated,capacity:4GiB,trace_file:" + path));
     std::mt19937 rng(5);
     std::vector<std::pair<void*, stream_t>> live;
     for (int i = 0; i < 2000; ++i) {
@@ -305,8 +301,7 @@ TEST(Replay, RecordedTraceReplaysToTheSamePeaks) {
   std::filesystem::remove(path);
   EXPECT_EQ(p.summary.unknown_frees, 0u);
   EXPECT_EQ(p.summary.peak_requested_bytes, expected.requested_bytes.all.peak);
-  const replay_result r =
-      replay(p, replay_config("capacity:4GiB,thread_cache:0", p.summary, 2.0), {});
+  const replay_result r = replay(p, replay_config("capacity:4GiB", p.summary, 2.0), {});
   EXPECT_EQ(r.ops, expected.num_allocs + expected.num_frees);
   EXPECT_EQ(r.peak_requested, expected.requested_bytes.all.peak);
   EXPECT_EQ(r.peak_allocated, expected.allocated_bytes.all.peak);
