@@ -208,7 +208,7 @@ void engine::tc_view(const std::vector<const stream_state*>& list, memory_stats&
 
 void engine::tc_attach(stream_state& ss, pool_record& pool) {
   if (tc_on_ && pool.id == default_pool && !ss.tcache) {
-    ss.tcache = std::make_unique<thread_cache>(&pool.peaks);
+    ss.tcache = std::make_unique<thread_cache>(&pool.peaks, &ledger_);
   }
 }
 

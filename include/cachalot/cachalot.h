@@ -134,6 +134,9 @@ typedef struct cachalot_stats {
   cachalot_device_call call_stream_sync;   /**< cuStreamSynchronize */
   cachalot_device_call call_device_sync;   /**< cuCtxSynchronize */
   cachalot_device_call call_copy;          /**< pinned host <-> device copies */
+  /** device synchronizations made by releases before a growth (gc_threshold, the expandable
+   *  release mark), outside any out-of-memory retry, empty_cache or trim */
+  uint64_t num_gc_syncs;
 } cachalot_stats;
 
 /** Zeroes `*s` and sets its `size` (a header-only helper, not a library symbol). */

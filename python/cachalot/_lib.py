@@ -93,6 +93,8 @@ COUNTERS = ("num_allocs", "num_frees", "num_segment_allocs", "num_segment_frees"
 DEVICE_CALLS = ("segment_alloc", "segment_free", "range_reserve", "range_release", "chunk_create",
                 "chunk_map", "chunk_access", "chunk_unmap", "chunk_release", "event_create",
                 "event_record", "event_query", "event_sync", "stream_sync", "device_sync", "copy")
+# Counters after the device calls (appended later).
+TRAILING = ("num_gc_syncs",)
 
 
 class Stats(ctypes.Structure):
@@ -100,7 +102,8 @@ class Stats(ctypes.Structure):
 
     _fields_ = ([("size", ctypes.c_uint64)] + [(q, PoolStats) for q in POOL_QUANTITIES] +
                 [(c, ctypes.c_uint64) for c in COUNTERS] +
-                [("call_" + k, DeviceCall) for k in DEVICE_CALLS])
+                [("call_" + k, DeviceCall) for k in DEVICE_CALLS] +
+                [(c, ctypes.c_uint64) for c in TRAILING])
 
     def filled(self, field):
         """True if the library filled `field` (an older library fills a prefix only)."""

@@ -61,6 +61,9 @@ def to_dict(s):
             call = getattr(s, "call_" + kind)
             out[f"cachalot.call_{kind}.calls"] = call.calls
             out[f"cachalot.call_{kind}.ns"] = call.ns
+    for field in _lib.TRAILING:
+        if s.filled(field):
+            out[f"cachalot.{field}"] = getattr(s, field)
     return collections.OrderedDict(sorted(out.items()))
 
 

@@ -27,6 +27,7 @@ def expected_keys():
              "max_split_size"}
     keys |= {f"cachalot.{c}" for c in COUNTERS}
     keys |= {f"cachalot.call_{k}.{m}" for k in DEVICE_CALLS for m in ("calls", "ns")}
+    keys |= {"cachalot.num_gc_syncs"}
     return keys
 
 

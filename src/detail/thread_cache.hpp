@@ -63,7 +63,9 @@ struct alignas(128) tc_lane : stats_holder {
   /// `marks` of a block: its segment is owned by this lane, or may be marked without an owner.
   static constexpr std::uint8_t mark_owned = 1, mark_shared = 2;
 
-  tc_lane() noexcept : stats_holder(nullptr) {}
+  // (No guard for the peak ledger: with lanes, a crossed ceiling takes all_streams_lock, so no
+  // ledger pull ever locks a lane: detail/all_streams_lock.hpp, ceiling_lock.)
+  tc_lane() noexcept : stats_holder(nullptr, nullptr, nullptr) {}
 
   enum class put_result : std::uint8_t { done, full, over_ceiling };
 
@@ -365,8 +367,11 @@ inline std::atomic<void*> tc_evict_hook_arg{nullptr};
 struct thread_cache {
   static constexpr std::size_t lane_count = 8;  ///< a power of two
 
-  explicit thread_cache(pool_peaks* peaks) noexcept {
-    for (tc_lane& l : lanes) l.peaks = peaks;
+  thread_cache(pool_peaks* peaks, peak_ledger* ledger) noexcept {
+    for (tc_lane& l : lanes) {
+      l.peaks = peaks;
+      l.ledger = ledger;
+    }
   }
   thread_cache(const thread_cache&) = delete;
   thread_cache& operator=(const thread_cache&) = delete;

@@ -366,5 +366,29 @@ TEST_P(lane_stats, ThreadsCyclingTheLastBlocksOfSegmentsKeepPeaksConsistent) {
   EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
 }
 
+TEST(lane_marks, AMarkOnAnOlderLaneBlockNeverTakesCumulativeTotalsBack) {
+  // A (older, larger) and X lie in one lane, C is freed by the stream: the read after X's free
+  // marks the segment on A. Counting that mark as taking back A's free made the cumulative
+  // inactive-split total go back by |A| - |X| between two reads (the concurrent checker's
+  // "cumulative allocated/freed went back").
+  sim_options o;
+  o.capacity = 512 * MiB;
+  allocator a(config::parse(""), std::make_shared<simulated_device>(o));
+  const auto s2 = reinterpret_cast<stream_t>(std::uintptr_t{128});
+  void* big = a.allocate(600 * KiB, s1());
+  void* x = a.allocate(100 * KiB, s1());
+  void* c = a.allocate(300 * KiB, s1());
+  a.deallocate(big, s1());
+  a.deallocate(c, s2);  // another stream named: not into a lane, freed once its event is done
+  a.process_events();
+  const memory_stats before = a.stats();
+  a.deallocate(x, s1());
+  const memory_stats after = a.stats();
+  EXPECT_EQ(after.inactive_split_bytes.small.current, 0u) << "the segment is counted wholly free";
+  EXPECT_GE(after.inactive_split_bytes.small.allocated,
+            before.inactive_split_bytes.small.allocated);
+  EXPECT_GE(after.inactive_split_bytes.small.freed, before.inactive_split_bytes.small.freed);
+}
+
 }  // namespace
 }  // namespace cachalot::testing
