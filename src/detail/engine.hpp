@@ -55,31 +55,13 @@
 #include "detail/pool.hpp"
 #include "detail/reserve_arena.hpp"
 #include "detail/stats_tracker.hpp"
+#include "detail/stream_registry.hpp"
 #include "detail/stream_state.hpp"
 #include "detail/trace_writer.hpp"
 
 namespace cachalot::detail {
 
-/// A few (routing key, stream) -> state entries per thread, so that the hot path finds its
-/// stream state without touching shared memory. A routing key names one engine's routing at
-/// one time: keys come from the counter of engine ids and are never reused, and an engine
-/// takes a new one whenever an answer could change (routes, released pools), so a stale entry
-/// never matches. (`pool`: the pool of an explicit allocation, default_pool for a routed one.)
-struct stream_cache {
-  struct entry {
-    std::uint64_t engine_id = 0;
-    stream_t stream = nullptr;
-    stream_state* state = nullptr;
-    pool_id pool = default_pool;
-  };
-  std::array<entry, 4> entries{};
-  unsigned next = 0;
-};
-inline thread_local stream_cache t_stream_cache;
-inline thread_local stream_cache t_pool_stream_cache;  ///< explicit pool allocations
-
-/// A fresh key (engine id or routing key): never returned twice in a process.
-std::uint64_t unique_key() noexcept;
+class sleeper;
 
 /// The caching engine. Thread-safe.
 class engine {
@@ -150,6 +132,8 @@ class engine {
 
   const config& get_config() const noexcept { return cfg_; }
   device_backend& backend() const noexcept { return *backend_; }
+  /// Sleep and wake of tenant pools (detail/pool_sleep.hpp).
+  sleeper& sleep_control() const noexcept { return *sleep_; }
 
   /// See allocator::set_oom_callback (engine_knobs.cpp).
   void set_oom_callback(std::function<bool(std::size_t, stream_t)> callback, unsigned max_retries);
@@ -179,6 +163,9 @@ class engine {
 
   /// free_cached for a block taken out of the pointer map.
   void free_listed(block* b, stream_t stream, bool on_stream);
+  /// The free of claimed block `b` of an asleep segment (pool_sleep.cpp): no device call.
+  [[gnu::noinline]] void free_asleep(block* b, stream_t last_used);
+  friend class sleeper;
 
   // --- thread cache: inline in detail/engine_lanes.hpp, cold parts in thread_cache.cpp ---
   /// A block of lane `l` (of `ss`) for `rounded` bytes, or nullptr.
@@ -360,6 +347,10 @@ class engine {
   block* grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, std::size_t seg_size, refusal why,
                              const char** reason);
+  /// The reclaim order (pool_reclaim.cpp) for `p`, refused (`why`, which `attempt` updates)
+  /// `want` bytes: releases and sleeps, each followed by `attempt` until it returns true.
+  bool relieve(pool_record& p, std::size_t want, const refusal& why,
+               const std::function<bool()>& attempt, const char** reason);
   /// Releases wholly free cached segments of the pools `from`, pool by pool in that order,
   /// largest first, until committed() <= target or `want` bytes were released (0: no such
   /// bound); `above_guarantee`: only as far as each pool keeps its guarantee. Returns the bytes
@@ -414,16 +405,6 @@ class engine {
   std::unique_ptr<trace_writer> tracer_;
 
   // Stream states by (pool, stream), pools and routes: registry_mutex_.
-  struct state_key {
-    const pool_record* pool;
-    stream_t stream;
-    bool operator==(const state_key&) const = default;
-  };
-  struct state_key_hash {
-    std::size_t operator()(const state_key& k) const noexcept {
-      return std::hash<const void*>()(k.pool) * 31 + std::hash<const void*>()(k.stream);
-    }
-  };
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<state_key, std::unique_ptr<stream_state>, state_key_hash> registry_;
   std::vector<stream_state*> state_list_;
@@ -450,6 +431,7 @@ class engine {
   std::function<bool(std::size_t, stream_t)> oom_callback_;
   unsigned oom_retries_ = 0;
   std::atomic<bool> has_oom_callback_{false};
+  std::unique_ptr<sleeper> sleep_;  ///< sleep and wake of tenant pools (pool_sleep.cpp)
 };
 
 }  // namespace cachalot::detail

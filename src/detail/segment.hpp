@@ -11,7 +11,8 @@
 // mapped and unmapped memory is a chunk boundary; `holes` indexes exactly the unmapped blocks
 // that are not busy, never two adjacent; a busy block is a span being mapped or unmapped, which
 // no other operation touches, and `busy` counts them (a segment with busy spans is never
-// deleted).
+// deleted). An asleep segment (detail/pool_sleep.hpp) holds only allocated blocks and holes,
+// which then need not end on chunk boundaries; it counts one busy span for its whole sleep.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +38,7 @@ struct alignas(64) segment {
   pool_kind pool = pool_kind::small;        ///< pool the segment serves
   segment_kind kind = segment_kind::fixed;  ///< fixed or expandable
   std::uint8_t band = 1;                    ///< free index of its free blocks (engine::band_of)
+  bool asleep = false;  ///< its pool sleeps: no memory behind its blocks (detail/pool_sleep.hpp)
   // Cold.
   std::uintptr_t base = 0;        ///< base address
   stream_state* owner = nullptr;  ///< owning stream state
