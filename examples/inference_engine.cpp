@@ -5,11 +5,14 @@
 // (record_stream), so its reuse waits for the compute work. At the end it prints the memory
 // summary. On a GPU the streams are real (cudaStreamCreate) and buffers are touched with
 // cudaMemsetAsync; without one it runs on the simulated device with fake stream handles.
-// Usage: inference_engine [--steps N]
+// Usage: inference_engine [--steps N] [--help]; a bad argument exits with status 2 and says why.
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "cachalot/cachalot.hpp"
@@ -57,13 +60,60 @@ void touch(void* p, std::size_t bytes, const engine_streams& s, cachalot::stream
   (void)p, (void)bytes, (void)s, (void)stream;
 }
 
+constexpr const char* kUsage =
+    "usage: inference_engine [--steps N] [--help]\n"
+    "Runs a transformer-like inference loop on two streams with cachalot (on the GPU where one\n"
+    "exists, else on a 16 GiB simulated device) and prints the memory summary.\n"
+    "  --steps N   batches to run, 1 to 1000000 (default 50); also --steps=N\n"
+    "  --help      print this and exit\n";
+constexpr int kMaxSteps = 1000000;
+
+/// The steps asked for, or nullopt after printing why the arguments are wrong.
+std::optional<int> parse_steps(int argc, char** argv, bool& help) {
+  int steps = 50;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help = true;
+      return steps;
+    }
+    std::string_view value;
+    if (a == "--steps") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "inference_engine: --steps needs a value\n%s", kUsage);
+        return std::nullopt;
+      }
+      value = argv[++i];
+    } else if (a.substr(0, 8) == "--steps=") {
+      value = a.substr(8);
+    } else {
+      std::fprintf(stderr, "inference_engine: unknown argument '%s'\n%s", argv[i], kUsage);
+      return std::nullopt;
+    }
+    int n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc{} || end != value.data() + value.size() || n < 1 || n > kMaxSteps) {
+      std::fprintf(stderr,
+                   "inference_engine: --steps: '%.*s' is not a whole number from 1 to %d\n%s",
+                   static_cast<int>(value.size()), value.data(), kMaxSteps, kUsage);
+      return std::nullopt;
+    }
+    steps = n;
+  }
+  return steps;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 50;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
+  bool help = false;
+  const std::optional<int> parsed = parse_steps(argc, argv, help);
+  if (!parsed) return 2;
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
+  const int steps = *parsed;
 
   const bool gpu = cachalot::cuda_device_count() > 0;
   cachalot::config cfg;

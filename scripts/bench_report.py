@@ -2,12 +2,16 @@
 """Builds the main job's single report from Google Benchmark JSON and cachalot-replay JSON.
 
 usage: bench_report.py --bench BENCH.json --replay NAME=REPLAY.jsonl [--replay ...]
-                       [--plots DIR] [--device TEXT]
+                       [--plots DIR] [--device TEXT] [--targets-json FILE]
+       bench_report.py --merge-targets OUT.json IN.json [IN.json ...]
 
 Benchmark names read FAMILY/ALLOCATOR/PARAMETERS; each cachalot figure is printed with its
 ratio to every baseline measured in the same run (pass-through, glibc malloc, and on a GPU
 cudaMalloc, cudaMallocAsync and CUB): ratio = cachalot time / baseline time, so below 1 means
-cachalot is faster. Then the replays of the bundled traces, then the targets, met or missed.
+cachalot is faster. Then the replays of the bundled traces, then the targets, met or missed,
+and a last line "targets: N met, M missed: NAME, ..." (the job still exits 0: a missed target is
+a finding, not a failure); --targets-json writes them as JSON ({"met", "missed", "verdict",
+"targets": [{"name", "met", "text"}]}).
 Python 3 standard library only.
 """
 
@@ -240,8 +244,43 @@ def tune_target(results):
                     "(%d traces) and better on at least one (%d better)" % (len(results), better))]
 
 
-def verdict(ok, text):
+# Every target the report judges, in order: {"name", "met", "text"} (--targets-json).
+TARGETS = []
+
+
+def verdict(ok, text, name=None):
+    """A target's report line; the target is recorded in TARGETS under `name` (by default the
+    text before its first colon)."""
+    name = name or " ".join(text.split(":", 1)[0].split())
+    TARGETS.append({"name": name, "met": bool(ok), "text": " ".join(text.split())})
     return ("  MET    " if ok else "  MISSED ") + text
+
+
+def verdict_line(targets):
+    """One line: how many targets were met and which were missed."""
+    missed = [t["name"] for t in targets if not t["met"]]
+    line = "targets: %d met, %d missed" % (len(targets) - len(missed), len(missed))
+    return line + (": " + ", ".join(missed) if missed else "")
+
+
+def write_targets(path, targets):
+    with open(path, "w") as f:
+        json.dump({"met": sum(1 for t in targets if t["met"]),
+                   "missed": sum(1 for t in targets if not t["met"]),
+                   "verdict": verdict_line(targets), "targets": targets}, f, indent=1)
+        f.write("\n")
+
+
+def merge_targets(out_path, paths):
+    """--merge-targets OUT IN...: the targets of several steps (this report's --targets-json,
+    other jobs' lists) in one file, and the one-line verdict over all of them."""
+    targets = []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        targets += data["targets"] if isinstance(data, dict) else data
+    write_targets(out_path, targets)
+    print(verdict_line(targets))
 
 
 def hot_path_targets(runs):
@@ -297,8 +336,9 @@ def replay_targets(replays):
     out = []
     for r in replays:
         ok = r.get("fragmentation") is not None and r["fragmentation"] <= 1.10 and r["ooms"] == 0
+        name = os.path.basename(r["trace"])
         out.append(verdict(ok, "%-18s fragmentation %s (<= 1.10), %d OOM at %s capacity" % (
-            os.path.basename(r["trace"]), frag_cell(r), r["ooms"], gib(r["capacity_bytes"]))))
+            name, frag_cell(r), r["ooms"], gib(r["capacity_bytes"])), name + " fragmentation"))
     return out
 
 
@@ -402,6 +442,11 @@ def main():
     ap.add_argument("--plots")
     ap.add_argument("--tune", help="FILE.jsonl of cachalot-replay --tune --json, one per trace")
     ap.add_argument("--device", default="")
+    ap.add_argument("--targets-json", help="FILE: the targets, met or missed, as JSON")
+    if sys.argv[1:2] == ["--merge-targets"]:
+        if len(sys.argv) < 4:
+            ap.error("--merge-targets OUT.json IN.json [IN.json ...]")
+        return merge_targets(sys.argv[2], sys.argv[3:])
     args = ap.parse_args()
     context, runs = load_bench(args.bench)
     out = ["=" * 100, "cachalot main job report", "=" * 100]
@@ -440,6 +485,9 @@ def main():
         out += device_time_targets(expandable, "expandable")
     if tuned:
         out += tune_target(tuned)
+    out += ["", verdict_line(TARGETS)]
+    if args.targets_json:
+        write_targets(args.targets_json, TARGETS)
     print("\n".join(out))
 
 

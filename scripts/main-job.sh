@@ -3,8 +3,10 @@
 # baselines in one binary) and replay the bundled traces (with the smallest capacity each needs;
 # fixed and expandable segments, each beside the pass-through), then print ONE report: every
 # figure with its ratio to the baselines, the replays with their device calls, syncs and modeled
-# device time next to the bytes, and the targets met or missed. Plots (SVG) go to out/plots/. Runs on the GPU when there is one, else
-# on the simulated device, and says so. Afterwards `cmake --install build-release` installs it.
+# device time next to the bytes, and the targets met or missed. Plots (SVG) go to out/plots/, the
+# targets as JSON to out/targets.json; the last line is the verdict ("targets: N met, M missed:
+# ..."; the job exits 0 even when a target is missed). Runs on the GPU when there is one, else on
+# the simulated device, and says so. Afterwards `cmake --install build-release` installs it.
 #
 # Environment: BUILD_DIR (build-release), OUT_DIR (out), JOBS (nproc), BENCH_MIN_TIME (0.25 s),
 # BENCH_REPETITIONS (3), BENCH_FILTER (a regex; FULL=1 runs every benchmark).
@@ -82,11 +84,15 @@ main() {
     --target-replay "simulated device, capacity 1.2x each trace's peak (targets)" \
     --expandable "$OUT/replay-1.2x-expandable.jsonl" \
     --plots "$OUT/plots/ (requested, allocated and reserved bytes over each replay)" \
-    --tune "$OUT/tune-1.2x.jsonl" \
+    --tune "$OUT/tune-1.2x.jsonl" --targets-json "$OUT/targets.json" \
     --device "$device" | tee "$OUT/report.txt"
   say "memory pools: cache-hit cost and the two-tenant replay (scripts/pools-job.sh)"
   scripts/pools-job.sh "$BUILD" "$OUT" | tee "$OUT/report-pools.txt"
-  say "done in $((SECONDS - start)) s; report in $OUT/report.txt, plots in $OUT/plots/"
+  say "done in $((SECONDS - start)) s; report in $OUT/report.txt, plots in $OUT/plots/, targets" \
+    "in $OUT/targets.json"
+  # The last line: every target of both reports, met or missed (the job exits 0 either way).
+  python3 scripts/bench_report.py --merge-targets "$OUT/targets.json" "$OUT/targets.json" \
+    "$OUT/targets-pools.json"
 }
 
 main "$@"

@@ -18,12 +18,12 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 # Tests that cannot hold in a sanitized build, by design: the shipped libcachalot.so then needs
-# libasan/libubsan (DT_NEEDED check), and an unsanitized consumer project cannot link the
+# libasan/libubsan (DT_NEEDED and version checks), and an unsanitized consumer project cannot link the
 # sanitized static library (install test) nor the docs' C snippets the sanitized shared one.
 # The subproject test builds its own unsanitized tree (CMake logic only: nothing to sanitize).
 # (The dlopen test opens the library with RTLD_NODELETE, as frameworks keep it, so it runs
 # under ASan too.)
-exclude='^(install_find_package|SharedLibraryElf\.NeedsOnlyTheSystemRuntime|docs_snippets|subproject_build)$'
+exclude='^(install_find_package|SharedLibraryElf\.(NeedsOnlyTheCLibrary|RequiresNoCxxRuntimeVersion)|docs_snippets|subproject_build)$'
 
 run() {  # run <name> <sanitizers>
   local dir="$prefix-$1"

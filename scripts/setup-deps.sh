@@ -2,9 +2,10 @@
 # Installs what a fresh Debian-like machine lacks to build and test cachalot and to run its
 # main job: the one setup path of scripts/test.sh and scripts/main-job.sh. Each entry below is
 # one package and the check that says it is present; missing ones are installed with apt-get
-# (as root, or through sudo). The CUDA toolkit is optional and never installed here. The Python package's tests
-# need Debian's python3-pytest, python3-pip, python3-setuptools and python3-wheel for
-# /usr/bin/python3 (CTest runs pytest with the first interpreter that has it).
+# (as root, or through sudo). The CUDA toolkit is optional and never installed here. The Python
+# package's tests need Debian's python3-pytest and, for the documented pip line in a fresh venv,
+# python3-pip and python3-venv, for /usr/bin/python3 (CTest runs pytest with the first
+# interpreter that has it). Building the package needs neither setuptools nor wheel.
 set -euo pipefail
 
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -22,8 +23,7 @@ packages=(
   "libbenchmark-dev|have_file /usr/lib/x86_64-linux-gnu/cmake/benchmark /usr/lib/cmake/benchmark /usr/local/lib/cmake/benchmark"
   "python3-pytest|/usr/bin/python3 -c 'import pytest' 2>/dev/null"
   "python3-pip|/usr/bin/python3 -c 'import pip' 2>/dev/null"
-  "python3-setuptools|/usr/bin/python3 -c 'import setuptools' 2>/dev/null"
-  "python3-wheel|/usr/bin/python3 -c 'import wheel' 2>/dev/null"
+  "python3-venv|/usr/bin/python3 -c 'import ensurepip' 2>/dev/null"
 )
 
 need=()

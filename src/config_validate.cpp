@@ -8,6 +8,7 @@
 //    "oversize" (oversize blocks live in a set that small requests never search; a small
 //    segment at or above max_split_size put small-pool blocks there, and small-pool stats
 //    wrapped around: issue 9);
+// Sizes in the messages are written as config strings write them ("20MiB", not 20971520).
 //  - small_split_min >= 1: a split never leaves an empty block;
 //  - with caching, a memory limit holds one small and one large segment (else every request of
 //    that pool fails), and the reserve fits under the limit (and on a simulated device);
@@ -26,38 +27,65 @@ bool is_pow2(std::size_t v) {
   return v != 0 && (v & (v - 1)) == 0;
 }
 
+/// A size the way a config string writes it: in the largest binary unit that divides it
+/// ("20MiB", "1536KiB"), else in bytes ("1000B"); what the user typed, not a raw count.
+std::string size_text(std::size_t v) {
+  static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  const char* unit = "B";
+  for (std::size_t u = 0; u < std::size(units) && v != 0 && v % 1024 == 0; ++u) {
+    v /= 1024;
+    unit = units[u];
+  }
+  return detail::format("{}{}", v, unit);
+}
+
+/// max_split_size above both segment sizes, said in the keys and units the user writes
+/// (PyTorch's spelling too: max_split_size_mb counts MiB) and naming the segment it must exceed.
+void validate_max_split_size(const config& c) {
+  if (c.max_split_size == SIZE_MAX) return;
+  const bool small = c.small_segment_size >= c.large_segment_size;
+  const std::size_t floor = small ? c.small_segment_size : c.large_segment_size;
+  if (c.max_split_size > floor) return;
+  const std::string as_mb = c.max_split_size % MiB == 0
+                                ? detail::format(" (max_split_size_mb:{})", c.max_split_size / MiB)
+                                : std::string();
+  const std::size_t least = (floor / MiB + 1) * MiB;
+  const std::string whose =
+      small ? detail::format("requests up to {} (key small_segment)", size_text(c.small_size))
+            : detail::format("requests above {} and below {} (key large_segment)",
+                             size_text(c.small_size), size_text(c.mid_size_limit));
+  CACHALOT_FAIL(invalid_argument,
+                "config key 'max_split_size': {}{} is too small: blocks of at least that size are "
+                "never split, so it must be above {}, the segment size of {}; write e.g. "
+                "max_split_size:{} (max_split_size_mb:{}), or 'none'",
+                size_text(c.max_split_size), as_mb, size_text(floor), whose, size_text(least),
+                least / MiB);
+}
+
 void validate_sizes(const config& c) {
   CACHALOT_EXPECTS(is_pow2(c.granularity) && c.granularity <= c.small_segment_size,
                    invalid_argument,
                    "config key 'granularity': {} must be a power of two no larger than "
                    "small_segment ({})",
-                   c.granularity, c.small_segment_size);
+                   size_text(c.granularity), size_text(c.small_segment_size));
   auto multiple = [&](std::size_t v, const char* key) {
     CACHALOT_EXPECTS(v != 0 && v % c.granularity == 0, invalid_argument,
                      "config key '{}': {} must be a non-zero multiple of the granularity ({})", key,
-                     v, c.granularity);
+                     size_text(v), size_text(c.granularity));
   };
   multiple(c.small_size, "small_size");
   multiple(c.small_segment_size, "small_segment");
   multiple(c.large_segment_size, "large_segment");
   multiple(c.segment_rounding, "segment_rounding");
   CACHALOT_EXPECTS(c.small_size <= c.small_segment_size, invalid_argument,
-                   "config key 'small_size': {} exceeds small_segment ({})", c.small_size,
-                   c.small_segment_size);
-  CACHALOT_EXPECTS(c.mid_size_limit > c.small_size && c.mid_size_limit <= c.large_segment_size,
-                   invalid_argument,
-                   "config key 'mid_size': {} must be above small_size ({}) and at most "
-                   "large_segment ({})",
-                   c.mid_size_limit, c.small_size, c.large_segment_size);
-  CACHALOT_EXPECTS(c.max_split_size == SIZE_MAX || c.max_split_size > c.large_segment_size,
-                   invalid_argument,
-                   "config key 'max_split_size': {} must exceed large_segment ({}) or be 'none'",
-                   c.max_split_size, c.large_segment_size);
-  CACHALOT_EXPECTS(c.max_split_size == SIZE_MAX || c.max_split_size > c.small_segment_size,
-                   invalid_argument,
-                   "config key 'max_split_size': {} must exceed small_segment ({}) or be 'none': "
-                   "small-pool blocks that large would be oversize",
-                   c.max_split_size, c.small_segment_size);
+                   "config key 'small_size': {} exceeds small_segment ({})",
+                   size_text(c.small_size), size_text(c.small_segment_size));
+  CACHALOT_EXPECTS(
+      c.mid_size_limit > c.small_size && c.mid_size_limit <= c.large_segment_size, invalid_argument,
+      "config key 'mid_size': {} must be above small_size ({}) and at most "
+      "large_segment ({})",
+      size_text(c.mid_size_limit), size_text(c.small_size), size_text(c.large_segment_size));
+  validate_max_split_size(c);
   CACHALOT_EXPECTS(c.small_split_remainder != 0, invalid_argument,
                    "config key 'small_split_min': must not be 0 (a split would leave an empty "
                    "block)");

@@ -1,7 +1,9 @@
 // The C API of the default allocators (the "Default allocators" section of cachalot.h): thin
 // wrappers over cachalot/default.hpp and detail/defaults.hpp. Invariant: no exception leaves an
 // entry point; every failure is a status plus the thread's last error, prefixed by the name of
-// the function.
+// the function. Reading (stats, summary, snapshot) never creates a default allocator: before
+// its first use they show zeros, as torch.cuda's do before CUDA is initialized, so that
+// configuring stays open.
 #include <string>
 
 #include "cachalot/cachalot.h"
@@ -9,6 +11,8 @@
 #include "cachalot/errors.hpp"
 #include "detail/c_error.hpp"
 #include "detail/defaults.hpp"
+#include "detail/snapshot_json.hpp"
+#include "detail/summary.hpp"
 
 namespace {
 
@@ -28,12 +32,27 @@ void check_buffer(const char* buf, size_t capacity) {
   }
 }
 
+const char* backend_name(const cachalot::config& cfg) {
+  return cfg.backend == cachalot::backend_kind::simulated ? "simulated" : "cuda";
+}
+
 void check_device(int device) {
   if (device < 0 || device >= cachalot::max_default_devices) {
     throw cachalot::invalid_argument("device " + std::to_string(device) + " is outside [0, " +
                                          std::to_string(cachalot::max_default_devices) + ")",
                                      __FILE__, __LINE__);
   }
+}
+
+// The summary of the default allocator of `device` before its first use: zeros.
+std::string summary_before_first_use(int device) {
+  const cachalot::config cfg = cachalot::default_allocator_config(device);
+  cachalot::detail::summary_facts f;
+  f.title = "cachalot memory summary: device " + std::to_string(device) +
+            ": no default allocator yet (it is created at the first allocation, on the " +
+            backend_name(cfg) + " backend)";
+  f.max_split_size = cfg.max_split_size;
+  return cachalot::detail::format_summary(f);
 }
 
 }  // namespace
@@ -100,7 +119,12 @@ cachalot_status cachalot_default_reset_peak_stats(int device) {
 cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out) {
   return guarded("cachalot_default_get_stats", [&] {
     if (out == nullptr) throw cachalot::invalid_argument("out is NULL", __FILE__, __LINE__);
-    cachalot::detail::fill_stats(cachalot::default_allocator(device), out);
+    if (const cachalot::allocator* a = cachalot::default_allocator_if_created(device)) {
+      cachalot::detail::fill_stats(*a, out);
+    } else {
+      const cachalot::config cfg = cachalot::default_allocator_config(device);
+      cachalot::detail::fill_stats(cachalot::memory_stats{}, cfg.max_split_size, out);
+    }
   });
 }
 
@@ -108,8 +132,10 @@ cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t ca
                                                 size_t* needed) {
   return guarded("cachalot_default_memory_summary", [&] {
     check_buffer(buf, capacity);
-    cachalot::detail::copy_text(cachalot::default_allocator(device).memory_summary(), buf, capacity,
-                                needed);
+    const cachalot::allocator* a = cachalot::default_allocator_if_created(device);
+    cachalot::detail::copy_text(
+        a != nullptr ? a->memory_summary() : summary_before_first_use(device), buf, capacity,
+        needed);
   });
 }
 
@@ -117,9 +143,14 @@ cachalot_status cachalot_default_memory_snapshot(int device, char* buf, size_t c
                                                  size_t* needed) {
   return guarded("cachalot_default_memory_snapshot", [&] {
     check_buffer(buf, capacity);
+    if (const cachalot::allocator* a = cachalot::default_allocator_if_created(device)) {
+      cachalot::detail::copy_text(cachalot::detail::snapshot_json(*a), buf, capacity, needed);
+      return;
+    }
+    const cachalot::config cfg = cachalot::default_allocator_config(device);
     cachalot::detail::copy_text(
-        cachalot::detail::snapshot_json(cachalot::default_allocator(device)), buf, capacity,
-        needed);
+        cachalot::detail::snapshot_to_json(cachalot::memory_snapshot{}, device, backend_name(cfg)),
+        buf, capacity, needed);
   });
 }
 

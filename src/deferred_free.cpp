@@ -224,7 +224,9 @@ void engine::complete_pending(stream_state& ss, block* b) {
   d.whole_free = static_cast<std::int64_t>(whole_after_free(b));
   ss.stats.apply(b->seg->pool, d.derive_inactive());
   --ss.stats.num_pending;
+  segment* seg = b->seg;
   release_block(ss, b);
+  if (tc_lane* l = seg->lane_owner.load(std::memory_order_relaxed)) l->after_free(seg);
 }
 
 }  // namespace cachalot::detail

@@ -99,6 +99,7 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   tc_capacity_ = static_cast<std::uint32_t>(cfg_.thread_cache);
   // Lanes never hold oversize blocks (max_split_size is at least a small segment).
   tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
+  if (tc_on_) tc_scratch_.reserve(thread_cache::lane_count * tc_lane::max_capacity);
   start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 
@@ -259,26 +260,13 @@ memory_stats engine::stats_of(const pool_record* only) const {
       by_pool[p]->peak = std::max(peak, by_pool[p]->current);
     }
   }
-  for (const stream_stats* r : retired) {
-    s.num_allocs += r->num_allocs;
-    s.num_frees += r->num_frees;
-    s.num_oversize_allocs += r->num_oversize;
-    s.num_deferred_frees += r->num_deferred;
-    s.num_segment_allocs += r->num_segment_allocs;
-    s.num_segment_frees += r->num_segment_frees;
+  for (const stream_stats* c : retired) {
+    for (const auto& k : stream_counters) s.*k.reported += c->*k.mine;
   }
-  for (const stats_holder* h : holders) {
-    s.num_allocs += h->stats.num_allocs;
-    s.num_frees += h->stats.num_frees;
+  for (const stats_holder* h : holders) {  // (a lane counts only its allocations and frees)
+    for (const auto& k : stream_counters) s.*k.reported += h->stats.*k.mine;
   }
   for (const stream_state* ss : list) {
-    s.num_oversize_allocs += ss->stats.num_oversize;
-    s.num_deferred_frees += ss->stats.num_deferred;
-    s.num_pending_blocks += ss->stats.num_pending;
-    s.num_segment_allocs += ss->stats.num_segment_allocs;
-    s.num_segment_frees += ss->stats.num_segment_frees;
-    s.num_chunk_maps += ss->stats.num_chunk_maps;
-    s.num_chunk_unmaps += ss->stats.num_chunk_unmaps;
     for (const free_index& index : ss->index) {
       s.num_free_blocks += index.count();
       if (const block* b = index.largest()) {
@@ -292,7 +280,15 @@ memory_stats engine::stats_of(const pool_record* only) const {
   }
   if (tc_on_) tc_view(list, s);  // blocks in lanes: as free blocks (thread_cache.cpp)
   sleep_->add_stats(only, s);
-  s.num_streams = list.size();
+  // Streams, not (pool, stream) states: the pool's, or every stream the allocator has seen.
+  s.num_streams = streams_seen_.load(std::memory_order_relaxed);
+  if (only != nullptr) {
+    std::vector<stream_t> streams;
+    for (const stream_state* ss : list) streams.push_back(ss->stream);
+    std::sort(streams.begin(), streams.end(), std::less<stream_t>());
+    s.num_streams =
+        static_cast<std::uint64_t>(std::unique(streams.begin(), streams.end()) - streams.begin());
+  }
   s.num_cache_flushes = gstats_.num_flushes.load(std::memory_order_relaxed);
   s.num_device_syncs = gstats_.num_syncs.load(std::memory_order_relaxed);
   if (only == nullptr) {

@@ -14,31 +14,11 @@
 #include <algorithm>
 
 #include "cachalot/config.hpp"
+#include "detail/callback_scope.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
 
 namespace cachalot::detail {
-namespace {
-
-/// What the calling thread is doing with an engine's out-of-memory callback.
-struct oom_scope_state {
-  const engine* e = nullptr;
-  bool retrying = false;  ///< inside a retry (else inside the callback itself)
-};
-thread_local oom_scope_state t_oom;
-
-class oom_scope {
- public:
-  oom_scope(const engine* e, bool retrying) : saved_(t_oom) { t_oom = {e, retrying}; }
-  ~oom_scope() { t_oom = saved_; }
-  oom_scope(const oom_scope&) = delete;
-  oom_scope& operator=(const oom_scope&) = delete;
-
- private:
-  oom_scope_state saved_;
-};
-
-}  // namespace
 
 // --- roundup_power2_divisions ----------------------------------------------------------------
 
@@ -80,19 +60,32 @@ void engine::start_reserve() {
 }
 
 void* engine::carve_reserve(pool_record& pool, std::size_t bytes) {
-  // The reserve's room was taken from the memory limit at start; a carved segment counts only
-  // against its pool's own limit (and the pool's reserved bytes, for guarantees).
+  // The reserve's room was taken from the memory limit at start; a carve counts against its
+  // pool's own limit and, like a device allocation (reserve_room), must leave every other
+  // pool's guarantee its room: what the pools hold (the reserve's carved part and the device's
+  // own segments) plus this carve plus the guaranteed bytes not yet reserved stays within the
+  // budget. The reserve's free part and the pools' bytes change together under budget_mutex_
+  // (return_segment), so the sum is exact.
   std::lock_guard<std::mutex> lock(budget_mutex_);
   const std::size_t mine = pool.committed.load(std::memory_order_relaxed);
   if (pool.options.limit != 0 && mine + bytes > pool.options.limit) return nullptr;
+  if (const std::size_t held = unreserved_guarantees(guaranteed_, pool); held != 0) {
+    const std::size_t total = memory_limit_ != 0 ? memory_limit_ : device_total_;
+    const std::size_t in_pools = gstats_.committed() - arena_->free_bytes();
+    if (in_pools + bytes + held > total) return nullptr;
+  }
   void* p = arena_->carve(bytes);
   if (p != nullptr) pool.committed.fetch_add(bytes, std::memory_order_relaxed);
   return p;
 }
 
-void engine::return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve) {
-  *to_reserve = arena_ && arena_->give_back(base, size);
-  if (!*to_reserve) backend_->free_segment(reinterpret_cast<void*>(base), size);
+void engine::return_segment(pool_record& pool, std::uintptr_t base, std::size_t size,
+                            bool* to_reserve) {
+  *to_reserve = arena_ && arena_->contains(base);
+  if (!*to_reserve) return backend_->free_segment(reinterpret_cast<void*>(base), size);
+  std::lock_guard<std::mutex> lock(budget_mutex_);  // with the pool's bytes (carve_reserve)
+  arena_->give_back(base, size);
+  pool.committed.fetch_sub(size, std::memory_order_relaxed);  // its room stays reserved
 }
 
 // --- max_cached ------------------------------------------------------------------------------
@@ -156,12 +149,16 @@ void engine::set_oom_callback(std::function<bool(std::size_t, stream_t)> callbac
 }
 
 bool engine::quiet_oom() const noexcept {
-  return t_oom.e == this && t_oom.retrying;
+  return callback_scope::retrying(this);
 }
 
 block* engine::retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
                                         std::size_t requested) {
-  if (t_oom.e == this) return nullptr;  // the callback's own allocation, or a retry: no recursion
+  // The callback's own allocation, or a retry's (reclaim callbacks included): no recursion.
+  if (callback_scope::inside(this, callback_scope::oom_callback) ||
+      callback_scope::inside(this, callback_scope::retry)) {
+    return nullptr;
+  }
   std::function<bool(std::size_t, stream_t)> callback;
   unsigned retries = 0;
   {
@@ -172,13 +169,13 @@ block* engine::retry_after_oom_callback(stream_state& ss, pool_kind pool, std::s
   for (unsigned attempt = 0; callback && attempt < retries; ++attempt) {
     bool again = false;
     {
-      oom_scope scope(this, false);
+      callback_scope scope(this, callback_scope::oom_callback);
       again = callback(requested, ss.stream);  // may throw: out of allocate, nothing changed
     }
     if (!again) return nullptr;
     gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
     try {
-      oom_scope scope(this, true);
+      callback_scope scope(this, callback_scope::retry);
       return allocate_slow(ss, pool, rounded, requested, false);
     } catch (const oom_retry&) {
     }

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "cachalot/config.hpp"
+#include "detail/callback_scope.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
 #include "detail/pool_sleep.hpp"
@@ -250,7 +251,7 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
   }
   bool to_reserve = false;
   try {
-    return_segment(seg->base, seg->size, &to_reserve);  // to the reserve or the device
+    return_segment(*ss.pool, seg->base, seg->size, &to_reserve);  // to the reserve or device
   } catch (...) {
     all_streams_lock all(*this, &ss);  // reserved rises back: the peaks may need raising
     ss.stats.undo(seg->pool, d);
@@ -263,11 +264,7 @@ bool engine::release_segment(stream_state& ss, segment* seg) {
     std::lock_guard<spinlock> lock(ss.lock);
     ss.nodes.release(b);
   }
-  if (to_reserve) {
-    ss.pool->committed.fetch_sub(seg->size, std::memory_order_relaxed);  // room stays reserved
-  } else {
-    release_room(*ss.pool, seg->size);
-  }
+  if (!to_reserve) release_room(*ss.pool, seg->size);  // (the reserve's: return_segment)
   delete seg;
   return true;
 }

@@ -5,9 +5,10 @@
 //
 // Stats: reserved bytes are mapped bytes; a segment counts once, whatever its chunks, from the
 // growth that links it (its first mapping) to the release pass that finds it with nothing
-// mapped and returns its address range. Its free bytes are inactive-split while it holds a
-// live block. Order of device calls and stats, as for fixed segments: a growth maps first and
-// counts in the critical section that makes the memory visible; a release counts in the
+// mapped and returns its address range; a new range that got nothing mapped counts as made and
+// freed in one critical section, before it is returned. Its free bytes are inactive-split while it
+// holds a live block. Order of device calls and stats, as for fixed segments: a growth maps first
+// and counts in the critical section that makes the memory visible; a release counts in the
 // critical section that hides the memory, before the device call, and a failed call is undone
 // with stream_stats::undo under every stream lock.
 #include <algorithm>
@@ -270,11 +271,16 @@ block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped
   ss.stats.num_chunk_unmaps += unmaps;
   --seg->busy;
   stats_delta d;
-  if (g.fresh) {
-    ++ss.stats.num_segment_allocs;  // its range was reserved (if nothing got mapped, it goes
-    if (mapped != 0) {              // back at once: drop_fresh counts the free)
+  if (g.fresh) {  // its range was reserved: a segment made
+    ++ss.stats.num_segment_allocs;
+    d.d[q_segments] = 1;
+    if (mapped != 0) {
       ss.link(seg);
-      d.d[q_segments] = 1;
+    } else {  // nothing mapped: it goes back at once (drop_fresh), its free counted with it
+      stats_delta gone;
+      gone.d[q_segments] = -1;
+      ss.stats.apply(seg->pool, gone);
+      ++ss.stats.num_segment_frees;
     }
   }
   if (mapped < s->size) add_hole(ss, mapped == 0 ? s : cut_block(ss, s, mapped));
@@ -282,7 +288,9 @@ block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped
     s->busy = false;
     s->state = block_state::free;
     d.d[q_reserved] = static_cast<std::int64_t>(mapped);
-    d.whole_free = seg->live == 0 ? static_cast<std::int64_t>(mapped) : 0;
+    // (A segment thread-cache lanes hold whole is wholly free too: segment.hpp.)
+    const bool whole = seg->live == 0 || seg->lane_whole.load(std::memory_order_relaxed);
+    d.whole_free = whole ? static_cast<std::int64_t>(mapped) : 0;
     seg->size += mapped;
   }
   ss.stats.apply(seg->pool, d.derive_inactive());
@@ -290,20 +298,21 @@ block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped
 }
 
 void engine::drop_fresh(stream_state& ss, segment* seg) {
-  // A new segment that got no chunk mapped was never linked: its range goes back now. If the
-  // device refuses, it is linked empty, and a later release pass returns it.
+  // A new segment that got no chunk mapped was never linked, and attach counted it made and
+  // freed in one critical section: its range goes back now. If the device refuses, the free is
+  // undone and the segment linked empty, for a later release pass to return.
   try {
     backend_->release_address_range(reinterpret_cast<void*>(seg->base), seg->range_size);
   } catch (...) {
     all_streams_lock all(*this, &ss);
     ss.link(seg);
     stats_delta d;
-    d.d[q_segments] = 1;
-    ss.stats.apply(seg->pool, d);
+    d.d[q_segments] = -1;
+    ss.stats.undo(seg->pool, d);
+    --ss.stats.num_segment_frees;
     throw;
   }
   std::lock_guard<spinlock> lock(ss.lock);
-  ++ss.stats.num_segment_frees;
   for (block* b = seg->first; b != nullptr;) {
     block* next = b->next;
     ss.nodes.release(b);

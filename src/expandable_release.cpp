@@ -68,6 +68,10 @@ std::size_t engine::release_spans(stream_state& ss, const std::vector<release_ca
         continue;  // an empty segment, or the block changed since it was picked
       }
       segment* seg = c.seg;
+      if (seg->lane_owner.load(std::memory_order_relaxed) != nullptr ||
+          seg->lane_whole.load(std::memory_order_relaxed)) {
+        continue;  // thread-cache lanes refilled it since the drain: its size stays (segment.hpp)
+      }
       remove_free(ss, b);
       block* s = b;
       if (c.addr > b->addr) {

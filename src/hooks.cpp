@@ -1,6 +1,6 @@
 // Framework hooks (cachalot/hooks.h): thin C wrappers over the default allocators. Invariants:
 // no exception leaves a hook; every failure stores the thread's last error and is printed on
-// stderr (out of memory with the summary, by detail::default_allocate; anything else as an
+// stderr (out of memory by detail::default_allocate, one line; anything else as an
 // error line, each distinct message once), because the frameworks that call these hooks do
 // not look at cachalot_last_error(); the malloc hooks then return NULL.
 #include "cachalot/hooks.h"
@@ -18,7 +18,7 @@
 namespace {
 
 // Inside a catch block: records the failure of `hook` as the thread's last error and prints
-// it (out-of-memory errors were printed with the summary already). Returns its C status.
+// it (out-of-memory errors were printed already). Returns its C status.
 // The error is keyed by its message without the hook's name, so that an error printed
 // already where it arose (a default allocator that cannot start) is not printed again.
 cachalot_status record_failure(const char* hook) noexcept {

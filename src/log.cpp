@@ -145,7 +145,13 @@ void log_oom(int device, const std::string& what, const std::string& summary) no
     if (text.find("device " + std::to_string(device)) == std::string::npos) {
       text = "device " + std::to_string(device) + ": " + text;
     }
-    emit(log_level::warn, text + "\n" + summary);
+    const bool with_summary = !summary.empty() && log_enabled(log_level::info);
+    if (!with_summary) text += " (CACHALOT_LOG=info adds the memory summary)";
+    for (char& c : text) {
+      if (c == '\n') c = ' ';  // one line
+    }
+    emit(log_level::warn, text);
+    if (with_summary) emit(log_level::info, summary);
   } catch (...) {
   }
 }

@@ -1,7 +1,7 @@
 // Memory pools of the engine (cachalot/pool.hpp, detail/pool.hpp): creation and lifetime,
-// routes from streams to pools, stream states per pool, queries and the summary's pool
-// section. The budget, growth during a capture, the reclaim order under pressure and the
-// retiring of released pools are in pool_reclaim.cpp.
+// routes from streams to pools, stream states per pool and queries (the summary's pool
+// section is in summary.cpp). The budget, growth during a capture, the reclaim order under pressure
+// and the retiring of released pools are in pool_reclaim.cpp.
 #include <algorithm>
 
 #include "cachalot/config.hpp"
@@ -10,12 +10,6 @@
 #include "detail/pool_sleep.hpp"
 
 namespace cachalot::detail {
-
-namespace {
-const char* type_name(pool_type t) {
-  return t == pool_type::graph ? "graph" : "tenant";
-}
-}  // namespace
 
 // --- lifetime and routes ---------------------------------------------------------------------
 
@@ -181,6 +175,10 @@ stream_state& engine::state_of(pool_record& pool, stream_t stream) {
       slot->pool = &pool;
       slot->peaks = &pool.peaks;
     } else {
+      const bool seen = std::any_of(registry_.begin(), registry_.end(), [stream](const auto& e) {
+        return e.first.stream == stream && e.second != nullptr;  // (not the new, empty slot)
+      });
+      if (!seen) streams_seen_.fetch_add(1, std::memory_order_relaxed);  // num_streams
       slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks);
     }
     tc_attach(*slot, pool);  // (a parked state comes from a retired pool: it has no lanes)
@@ -243,30 +241,6 @@ std::vector<pool_info> engine::pools() const {
     i.sleepable = p->options.sleepable;
     i.asleep = p->asleep.load(std::memory_order_relaxed);
     out.push_back(std::move(i));
-  }
-  return out;
-}
-
-// --- summary ---------------------------------------------------------------------------------
-
-std::string engine::pools_summary() const {
-  const std::vector<pool_info> list = pools();
-  if (list.size() <= 1) return {};
-  constexpr const char* row =
-      "| {:>2} {:<11} {:<7} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>4} |\n";
-  std::string out = fmt::format("| {:<87} |\n", "Memory pools (* released)");
-  out += fmt::format(row, "id", "name", "type", "prio", "limit", "guarantee", "reserved", "peak",
-                     "allocated", "OOMs");
-  const auto bytes = [](std::size_t n) { return n == 0 ? std::string("-") : format_bytes(n); };
-  for (const pool_info& i : list) {
-    const memory_stats s = stats(i.id);
-    const std::string name = i.name.size() > 11 ? i.name.substr(0, 10) + "~" : i.name;
-    const std::string type =
-        i.id == default_pool ? "-" : std::string(type_name(i.type)) + (i.released ? "*" : "");
-    out += fmt::format(row, i.id, name, type, i.priority, bytes(i.limit), bytes(i.guarantee),
-                       format_bytes(s.reserved_bytes.all.current),
-                       format_bytes(s.reserved_bytes.all.peak),
-                       format_bytes(s.allocated_bytes.all.current), s.num_ooms);
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "cachalot/config.hpp"
+#include "detail/callback_scope.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
 #include "detail/pool_sleep.hpp"
@@ -21,8 +22,6 @@
 namespace cachalot::detail {
 
 namespace {
-thread_local bool t_in_reclaim = false;  ///< this thread runs a reclaim callback
-
 // Stages of the reclaim order, as predicates on (candidate, requester).
 bool below(const pool_record& q, const pool_record& r) {
   return q.released.load(std::memory_order_acquire) || q.priority() < r.priority();
@@ -54,13 +53,9 @@ engine::refusal engine::reserve_room(pool_record& pool, std::size_t bytes) {
   if (pool.options.limit != 0 && mine + bytes > pool.options.limit) return refusal::pool_limit;
   const std::size_t total =
       memory_limit_ != 0 ? memory_limit_ : (guaranteed_.empty() ? 0 : device_total_);
-  if (total != 0) {
-    std::size_t held = 0;  // guaranteed bytes that other pools have not reserved yet
-    for (const pool_record* q : guaranteed_) {
-      const std::size_t c = q->committed.load(std::memory_order_relaxed);
-      if (q != &pool && q->options.guarantee > c) held += q->options.guarantee - c;
-    }
-    if (gstats_.committed() + bytes + held > total) return refusal::budget;
+  if (total != 0 &&
+      gstats_.committed() + bytes + unreserved_guarantees(guaranteed_, pool) > total) {
+    return refusal::budget;
   }
   pool.committed.fetch_add(bytes, std::memory_order_relaxed);
   gstats_.reserve_room(bytes, 0);  // no limit: always succeeds
@@ -151,14 +146,16 @@ bool engine::relieve(pool_record& p, std::size_t want, const refusal& why,
     for (pool_record* q : peers) {
       if (drain(q, false)) return true;
     }
-    const bool nested = t_in_reclaim || sleeper::in_callback();
+    // A callback that allocates here under pressure calls no callback (callback_scope.hpp),
+    // nor does an allocation inside a sleep callback (pool_sleep.hpp).
+    const bool nested =
+        callback_scope::inside(this, callback_scope::reclaim) || sleeper::in_callback();
     for (pool_record* q : nested ? std::vector<pool_record*>{} : pools_where(reclaimer_below, p)) {
-      t_in_reclaim = true;  // a callback that allocates under pressure calls no callback
       try {
+        callback_scope scope(this, callback_scope::reclaim);
         (void)q->options.reclaim(q->id, want);
       } catch (...) {  // a failing callback freed what it freed
       }
-      t_in_reclaim = false;
       poll_pending(true);
       if (drain(q, false)) return true;
     }
@@ -267,7 +264,12 @@ void engine::gc_release(const pool_record& requester, std::size_t target) {
 // --- released pools --------------------------------------------------------------------------
 
 std::size_t engine::drain_released() {
-  const std::vector<pool_record*> dead = pools_where(released_only, *pools_[0]);
+  const pool_record* any = nullptr;  // (ignored by released_only)
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);  // create_pool may grow pools_
+    any = pools_[0].get();
+  }
+  const std::vector<pool_record*> dead = pools_where(released_only, *any);
   if (dead.empty()) return 0;
   const std::size_t released = release_free_segments(dead, false, 0, 0);
   for (pool_record* p : dead) retire_if_empty(*p);

@@ -1,29 +1,28 @@
-// Parking for detail/spinlock.hpp: a futex wait with a timeout on Linux, a short sleep
-// elsewhere. The lock word is a std::atomic<std::uint32_t>, which has the layout of a
-// std::uint32_t.
+// Parking for detail/spinlock.hpp: a futex wait on Linux, a short sleep elsewhere. The lock
+// word is a std::atomic<std::uint32_t>, which has the layout of a std::uint32_t. The wait has
+// no timeout: the lock's protocol never needs one to make progress (see spinlock.hpp).
 #include "detail/spinlock.hpp"
+
+#include <chrono>
 
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #endif
 
 namespace cachalot::detail {
 
-void park_on(std::atomic<std::uint32_t>& word, std::uint32_t expected,
-             std::chrono::microseconds timeout) noexcept {
+void park_on(std::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
 #if defined(__linux__)
-  const long us = static_cast<long>(timeout.count());
-  timespec ts{};
-  ts.tv_sec = us / 1000000;
-  ts.tv_nsec = (us % 1000000) * 1000;
-  // Returns at once if the word no longer holds `expected` (the lock was released meanwhile).
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts,
+  // Returns at once if the word no longer holds `expected` (the kernel checks it atomically
+  // with queueing this thread), when woken, or on a signal.
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr,
           nullptr, 0);
 #else
-  if (word.load(std::memory_order_relaxed) == expected) std::this_thread::sleep_for(timeout / 10);
+  if (word.load(std::memory_order_relaxed) == expected) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 #endif
 }
 

@@ -1,11 +1,14 @@
 // The thread cache's cold parts (detail/thread_cache.hpp): a lane hit or cache that crosses a
-// stats ceiling (redone with every stream locked), draining the lanes back into their streams
-// (stats, snapshots, growth, empty_cache, trim, the out-of-memory path), and giving a stream
-// state its lanes.
+// stats ceiling (redone with every stream locked), eviction, draining the lanes back into their
+// streams (growth, empty_cache, trim, the out-of-memory path), the stats view, and giving a
+// stream state its lanes. The segment marks (a segment lanes hold whole counted wholly free)
+// are in thread_cache_marks.cpp.
 #include <algorithm>
 #include <atomic>
 #include <iterator>
-#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "detail/engine.hpp"
 
@@ -19,16 +22,17 @@ std::uint32_t thread_cache::next_slot() noexcept {
 block* engine::tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
                               std::size_t requested) {
   all_streams_lock all(*this, &l);  // locks `l` too, as a lane of its stream state
-  std::size_t unused = 0;
-  block* b = l.take(pool, requested, true, &unused, [this, pool, rounded](std::size_t size) {
-    return size >= rounded && !should_split_size(pool, size, rounded);
-  });
+  std::size_t unused = 0, unused_whole = 0;
+  block* b = l.take(pool, requested, true, &unused, &unused_whole,
+                    [this, pool, rounded](std::size_t size) {
+                      return size >= rounded && !should_split_size(pool, size, rounded);
+                    });
   if (b != nullptr) b->released.store(false, std::memory_order_relaxed);
   return b;
 }
 
 bool engine::tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_t size,
-                       std::size_t requested, bool alloc) {
+                       std::size_t requested, std::uint64_t inactive, bool alloc) {
   // Lanes of one stream rise and fall out of step (one thread's lane fills while another's
   // empties), so their ceilings cannot all cover their own maxima under an exact peak. Instead
   // of a rebalance with every lock held, `me` (locked) takes the room it lacks (and as much
@@ -39,9 +43,12 @@ bool engine::tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_
     std::size_t q;
     std::uint64_t add;
   };
-  const need alloc_needs[] = {
-      {q_allocated, size}, {q_requested, requested}, {q_active, size}, {q_allocations, 1}};
-  const need free_needs[] = {{q_inactive, size}};
+  const need alloc_needs[] = {{q_allocated, size},
+                              {q_requested, requested},
+                              {q_active, size},
+                              {q_allocations, 1},
+                              {q_inactive, inactive}};  // (a marked segment split again)
+  const need free_needs[] = {{q_inactive, inactive}};
   const need* needs = alloc ? alloc_needs : free_needs;
   const std::size_t n = alloc ? std::size(alloc_needs) : std::size(free_needs);
   const auto short_of = [&] {
@@ -69,10 +76,31 @@ bool engine::tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_
   return done;
 }
 
-void engine::tc_release(block* b) {
-  // A block evicted from a lane (its free is counted by nobody now): freed on its own stream.
-  map_.erase(b->addr);
-  free_listed(b, b->owner->stream, true);
+bool engine::tc_evict(stream_state& ss, tc_lane& l) {
+  // The stream frees the evicted block while `l` is still locked, so that no reader (which
+  // locks both) ever sees it counted by neither. The stream's lock is only tried: it is taken
+  // before a lane's. Ceiling room follows the counts: the inactive bytes the lane no longer
+  // counts go to the stream for its free, the allocated bytes the stream no longer counts go
+  // to the lane (a sum of ceilings never changes, and no holder is left above its own).
+  if (!ss.lock.try_lock()) return false;
+  std::uint32_t at = 0;
+  block* b = l.evict_oldest(&at);
+  if (b != nullptr) {
+    const auto p = static_cast<std::size_t>(b->seg->pool);
+    const std::uint64_t moved = l.stats.give(q_inactive, p, b->size, ss.stats);
+    if (free_block(ss, b, false, &l)) {
+      map_.erase(b->addr);  // before the stream can hand it out again
+      for (const std::size_t q : {q_allocated, q_requested, q_active, q_allocations}) {
+        ss.stats.give(q, p, l.stats.deficit(q, p, 0), l.stats);
+      }
+    } else {  // (the room moved makes this unreachable; kept exact all the same)
+      ss.stats.give(q_inactive, p, moved, l.stats);
+      l.restore(b, at);
+      b = nullptr;
+    }
+  }
+  ss.lock.unlock();
+  return b != nullptr;
 }
 
 bool engine::tc_put_forced(tc_lane& l, block* b) {
@@ -84,14 +112,37 @@ bool engine::tc_put_forced(tc_lane& l, block* b) {
 
 bool engine::tc_flush_locked(const all_streams_lock& all, const stream_state* only) {
   bool any = false;
+  std::vector<block*> out;
+  std::vector<std::pair<const segment*, std::size_t>> last;  // a marked segment, its block size
   for (stream_state* ss : all.streams()) {
     if (!ss->tcache || (only != nullptr && ss != only)) continue;
+    // Marks first (their counts taken back, the owners' segments disowned), then every block,
+    // each marked segment's marked block last: the stream's free of it leaves the segment
+    // whole again as the mark counted, so that cumulative totals never go back.
     for (tc_lane& l : ss->tcache->lanes) {
-      any |= l.drain([this, ss](block* b) {
-        map_.erase(b->addr);
-        free_block(*ss, b, true);  // every stream is locked: ceilings are set again after
-      });
+      for (std::uint32_t i = 0; i < l.count; ++i) {
+        if (segment* seg = l.segs[i]; seg->lane_whole.load(std::memory_order_relaxed)) {
+          seg->whole_lane->stats.remove_whole(seg->pool, seg->whole_size, seg->size);
+          seg->lane_whole.store(false, std::memory_order_relaxed);
+          last.emplace_back(seg, seg->whole_size);
+        }
+      }
+      while (l.owned_count != 0) l.disown(l.owned[0]);
+      l.drain(out);
     }
+    for (const auto& [seg, size] : last) {
+      const auto it = std::find_if(out.begin(), out.end(), [seg = seg, size = size](block* b) {
+        return b->seg == seg && b->size == size;
+      });
+      if (it != out.end()) std::rotate(it, it + 1, out.end());  // (it is in a lane: found)
+    }
+    for (block* b : out) {
+      map_.erase(b->addr);
+      free_block(*ss, b, true);  // every stream is locked: ceilings are set again after
+    }
+    any |= !out.empty();
+    out.clear();
+    last.clear();
   }
   return any;
 }
@@ -111,27 +162,20 @@ block* engine::tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t r
 }
 
 void engine::tc_view(const std::vector<const stream_state*>& list, memory_stats& s) const {
-  // Under all_streams_lock. The counters already count a lane's block as free, but it keeps
-  // its segment live and stays out of the free index: report what a drain would leave (which
-  // snapshot() shows too), without draining, so that reading the stats changes nothing.
-  std::unordered_map<const segment*, std::size_t> held;  // segment -> its blocks in lanes
+  // Under all_streams_lock. The counters already count a lane's block as a drain would (and a
+  // segment lanes hold whole as wholly free: settle_marks), but it keeps its segment live and
+  // stays out of the free index: report the free blocks a drain would leave (which snapshot()
+  // shows too), without draining, so that reading the stats changes nothing.
+  std::unordered_set<const segment*> held;  // segments with blocks in lanes
   for (const stream_state* ss : list) {
     if (!ss->tcache) continue;
     for (const tc_lane& l : ss->tcache->lanes) {
-      for (std::uint32_t i = 0; i < l.count; ++i) ++held[l.slots[i]->seg];
+      for (std::uint32_t i = 0; i < l.count; ++i) held.insert(l.segs[i]);
     }
   }
+  // (Inactive-split bytes are a drain's already: a segment lanes hold whole is marked.)
   const auto in_lane = [](const block* b) { return b->in_lane.load(std::memory_order_relaxed); };
-  for (const auto& [seg, n] : held) {
-    if (seg->live == n) {  // wholly free once drained: its bytes are not inactive-split
-      const auto p = static_cast<std::size_t>(seg->pool);
-      for (pool_stats* g : {&s.inactive_split_bytes}) {
-        for (stat* st : {p == 0 ? &g->small : &g->large, &g->all}) {
-          st->current -= seg->size;
-          st->freed += seg->size;
-        }
-      }
-    }
+  for (const segment* seg : held) {
     // Free blocks: each run of free and lane blocks becomes one (runs never cross a hole).
     std::uint64_t runs = 0, free_blocks = 0, run = 0;
     for (const block* b = seg->first; b != nullptr; b = b->next) {

@@ -70,6 +70,11 @@ typedef struct cachalot_device_call {
 
 /** Counters of an allocator (bytes unless named otherwise), filled by cachalot_get_stats().
  *
+ *  Where torch.cuda.memory_stats() names a counter otherwise: its "allocation" is
+ *  `allocations`, "segment" is `segments`, "num_device_alloc" is `num_segment_allocs` and
+ *  "num_device_free" is `num_segment_frees` (C++'s memory_stats has accessors by PyTorch's
+ *  names; C has none, since a second name would be a second field and the struct only grows).
+ *
  *  Extensible: the caller sets `size` to sizeof(cachalot_stats) of the header it was built
  *  with (cachalot_stats_init() does it); the library writes only the fields that fit in `size`
  *  bytes and that it knows, leaves every byte past them untouched, and sets `size` to the
@@ -247,14 +252,18 @@ CACHALOT_API cachalot_status cachalot_default_record_stream(void* ptr, void* str
 CACHALOT_API cachalot_status cachalot_default_empty_cache(int device);
 /** Sets every peak of the default allocator of `device` to its current value. */
 CACHALOT_API cachalot_status cachalot_default_reset_peak_stats(int device);
-/** Copies the counters of the default allocator of `device` (creating it if needed), with the
- *  semantics of cachalot_get_stats. */
+/** Copies the counters of the default allocator of `device`, with the semantics of
+ *  cachalot_get_stats. Before its first use they are zeros (max_split_size that of the config
+ *  it would be created with) and nothing is created, so configuring stays open; a bad config
+ *  is still an error (CACHALOT_ERROR_INVALID_ARGUMENT). */
 CACHALOT_API cachalot_status cachalot_default_get_stats(int device, cachalot_stats* out);
 /** Writes the memory summary of the default allocator of `device`, with the semantics of
- *  cachalot_memory_summary. `buf` may be NULL when `capacity` is 0. */
+ *  cachalot_memory_summary. `buf` may be NULL when `capacity` is 0. Before its first use: a
+ *  table of zeros saying so, and nothing is created. */
 CACHALOT_API cachalot_status cachalot_default_memory_summary(int device, char* buf, size_t capacity,
                                                              size_t* needed);
-/** Writes the snapshot of the default allocator of `device` as cachalot_memory_snapshot does. */
+/** Writes the snapshot of the default allocator of `device` as cachalot_memory_snapshot does
+ *  (before its first use: no segments, and nothing is created). */
 CACHALOT_API cachalot_status cachalot_default_memory_snapshot(int device, char* buf,
                                                               size_t capacity, size_t* needed);
 /* --- Memory pools (see cachalot/pool.hpp for the model) ---------------------------------- */

@@ -46,6 +46,11 @@ void configure_default_allocators_from_environment();
 /// @throws not_supported when that allocator exists already with another fraction
 void set_default_memory_fraction(int device, double fraction);
 
+/// The config of the default allocator of `device`: the one it was created with, or the one
+/// default_allocator() would create it with now. Never creates it (so configuring stays open).
+/// @throws invalid_argument for a device outside [0, max_default_devices) or a bad config
+config default_allocator_config(int device = 0);
+
 /// The default allocator of `device` if it was created already, else nullptr. Never creates
 /// one and never throws.
 allocator* default_allocator_if_created(int device) noexcept;

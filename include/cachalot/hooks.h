@@ -6,7 +6,8 @@
  *
  * No C++ exception crosses these functions. A failing hook stores a message that
  * cachalot_last_error() returns on the same thread and prints it on stderr (an out-of-memory
- * error with the memory summary; a config or driver error once). The malloc hooks then return
+ * error as one warn line, its memory summary at CACHALOT_LOG=info; a config or driver error
+ * once). The malloc hooks then return
  * NULL. Neither PyTorch's CUDAPluggableAllocator nor CuPy's CFunctionAllocator checks the
  * pointer (torch/csrc/cuda/CUDAPluggableAllocator.cpp wraps it in a DataPtr as it is;
  * cupy/cuda/memory.pyx, CFunctionAllocatorMemory, stores it as the array's pointer): a NULL
@@ -19,6 +20,11 @@
  * cachalot_torch_free, set_record_stream_fn cachalot_torch_record_stream, set_reset_fn
  * cachalot_torch_empty_cache, set_memory_fraction_fn cachalot_torch_set_memory_fraction, and
  * the graph-pool setters through the cachalot_torch_*_pool functions (below).
+ *
+ * cudaStreamPerThread (0x2) is a different stream on every thread: every hook serves it on the
+ * first thread that passes it and refuses allocation and record_stream on it from others
+ * (CACHALOT_ERROR_NOT_SUPPORTED, logged); a free on it from another thread waits for that
+ * thread's stream, then frees the block on its own stream.
  *
  * CuPy (cupy.cuda.memory.CFunctionAllocator): CuPy passes no stream, so the CuPy hooks
  * allocate and free on the legacy default (NULL) stream. That is safe for work on the default

@@ -55,7 +55,8 @@ using stream_filter = std::function<bool(stream_t stream)>;
 /// the request: `bytes` is what the request needs. Returns the bytes it freed (advisory).
 /// Called from the thread whose allocation is under pressure, possibly from several threads at
 /// once, with no allocator lock held: it may free (and allocate) through the allocator; an
-/// allocation it makes that meets pressure itself calls no reclaim callback.
+/// allocation it makes that meets pressure itself calls no reclaim callback of this allocator
+/// (another allocator's run as usual), and fails, if it must, with out_of_memory.
 using reclaim_callback = std::function<std::size_t(pool_id pool, std::size_t bytes)>;
 
 /// What sleep keeps of a pool's live blocks.

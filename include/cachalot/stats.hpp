@@ -1,9 +1,13 @@
 // Statistics and snapshots. A memory_stats is an exact, consistent picture taken under the
-// allocator's locks: allocated <= reserved (+ sleep.bytes_asleep while pools sleep), active =
-// allocated + blocks awaiting events, and the byte totals equal the sums over the snapshot's
-// blocks. Segments are fixed (one device allocation) or expandable (an address range whose
-// chunks are mapped on demand): reserved bytes are the bytes of fixed segments plus the mapped
-// bytes of expandable ones.
+// allocator's locks: allocated <= reserved (+ sleep.bytes_asleep while
+// pools sleep), active = allocated + blocks awaiting events, and
+// the byte totals equal the sums over the snapshot's blocks. Segments are fixed (one device
+// allocation) or expandable (an address range whose chunks are mapped on demand): reserved
+// bytes are the bytes of fixed segments plus the mapped bytes of expandable ones. The names
+// are cachalot's; where torch.cuda.memory_stats() names the same quantity otherwise, an
+// accessor gives PyTorch's name (small_pool(), large_pool(), allocation(), segment(),
+// num_device_alloc(), num_device_free()), as the Python package's dict does: aliases, not
+// copies, so the layout and the values stay those of the fields.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +34,15 @@ struct pool_stats {
   stat large;  ///< the large pool
   /// The stat of one pool.
   const stat& of(pool_kind p) const noexcept { return p == pool_kind::small ? small : large; }
+
+  /// `small` under PyTorch's name (the ".small_pool." keys of torch.cuda.memory_stats()).
+  stat& small_pool() noexcept { return small; }
+  /// `small` under PyTorch's name.
+  const stat& small_pool() const noexcept { return small; }
+  /// `large` under PyTorch's name (the ".large_pool." keys).
+  stat& large_pool() noexcept { return large; }
+  /// `large` under PyTorch's name.
+  const stat& large_pool() const noexcept { return large; }
 };
 
 /// The sleep and wake of memory pools (allocator::sleep, allocator::wake; cachalot/pool.hpp).
@@ -106,6 +119,26 @@ struct memory_stats {
   /// memory mapped behind them, so allocated_bytes may exceed reserved_bytes by up to
   /// sleep.bytes_asleep.
   sleep_stats sleep;
+
+  /// `allocations` under PyTorch's name (the "allocation." keys of torch.cuda.memory_stats()).
+  pool_stats& allocation() noexcept { return allocations; }
+  /// `allocations` under PyTorch's name.
+  const pool_stats& allocation() const noexcept { return allocations; }
+  /// `segments` under PyTorch's name (the "segment." keys).
+  pool_stats& segment() noexcept { return segments; }
+  /// `segments` under PyTorch's name.
+  const pool_stats& segment() const noexcept { return segments; }
+  /// `num_segment_allocs` under PyTorch's name (key "num_device_alloc"). With expandable
+  /// segments the two differ: PyTorch counts each cudaMalloc and each map of chunks
+  /// (CUDACachingAllocator.cpp: alloc_block, map_block), cachalot the segments made (address
+  /// ranges included) and the chunk maps apart (num_chunk_maps).
+  std::uint64_t& num_device_alloc() noexcept { return num_segment_allocs; }
+  /// `num_segment_allocs` under PyTorch's name.
+  std::uint64_t num_device_alloc() const noexcept { return num_segment_allocs; }
+  /// `num_segment_frees` under PyTorch's name (key "num_device_free").
+  std::uint64_t& num_device_free() noexcept { return num_segment_frees; }
+  /// `num_segment_frees` under PyTorch's name.
+  std::uint64_t num_device_free() const noexcept { return num_segment_frees; }
 };
 
 /// State of a block in a snapshot.

@@ -67,7 +67,8 @@ def set_memory_fraction(fraction, device=None):
 
 
 def raw_stats(device=None):
-    """The cachalot_stats of the default allocator of `device` (created if needed)."""
+    """The cachalot_stats of the default allocator of `device`; zeros before its first
+    allocation (reading creates nothing, so configure() stays open)."""
     s = _stats.new_stats()
     _lib.check(_lib.load().cachalot_default_get_stats(_device(device), _lib.ctypes.byref(s)))
     return s
@@ -80,7 +81,8 @@ def memory_stats(device=None):
 
 
 def memory_summary(device=None):
-    """The memory summary table of the default allocator of `device`."""
+    """The memory summary table of the default allocator of `device` (before its first
+    allocation: zeros, and nothing is created)."""
     lib = _lib.load()
     return _lib.read_text(lib.cachalot_default_memory_summary, _device(device))
 

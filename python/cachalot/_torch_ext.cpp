@@ -6,6 +6,35 @@
 // makes it the current allocator. The hooks call libcachalot through addresses handed over by
 // the Python package (the library it loaded), never by linking it.
 //
+// The three generations of graph-pool setters, as read in PyTorch's sources (the signatures
+// are those of the setters; what begins and ends a route is that of PyTorch's callers):
+//  1. set_capture_begin_fn(void(int, CaptureId_t, MempoolId_t)),
+//     set_capture_about_to_end_fn(void(int, CaptureId_t)), set_capture_ended_fn(same),
+//     set_capture_destroy_fn(void(int, MempoolId_t)): torch/csrc/cuda/CUDAPluggableAllocator.h
+//     at eellison/pytorch 99c8637a (a fork carrying that version), behind
+//     CUDAAllocator::notifyCaptureBegin/AboutToEnd/Ended/Destroy of c10/cuda/
+//     CUDACachingAllocator.h (pytorch/pytorch 003ce815). aten/src/ATen/cuda/CUDAGraph.cpp
+//     of that generation calls notifyCaptureBegin(dev, id_, mempool_id_) after
+//     cudaStreamBeginCapture with id_ from cudaStreamGetCaptureInfo, and
+//     notifyCaptureAboutToEnd(dev, id_) before cudaStreamEndCapture; PyTorch's own allocator
+//     then routes an allocation to the pool when its stream's capture id is id_
+//     (CUDACachingAllocator.cpp, get_pool: capture_to_pool_map). So the route is "streams
+//     capturing into capture id_", and it ends by that id.
+//  2. set_begin_allocate_stream_to_pool(void(int, cudaStream_t, MempoolId_t)),
+//     set_end_allocate_stream_to_pool_fn(void(int, cudaStream_t)),
+//     set_release_pool(void(int, MempoolId_t)): CUDAPluggableAllocator.h at
+//     ShaoxunZeng/PyTorch-Medusa de68b809 and Pegessi/pytorch_nebula f999424a (forks), behind
+//     CUDAAllocator::beginAllocateStreamToPool(int, cudaStream_t, MempoolId_t) and
+//     endAllocateStreamToPool(int, cudaStream_t) (c10/cuda/CUDACachingAllocator.h,
+//     pytorch/pytorch 4c95f728). CUDAGraph::capture_begin/capture_end pass capture_stream_ to
+//     both: the route is "that stream", and it ends by that stream.
+//  3. set_begin_allocate_to_pool(void(int, MempoolId_t, std::function<bool(cudaStream_t)>)),
+//     set_end_allocate_to_pool_fn(void(int, MempoolId_t)),
+//     set_release_pool(void(int, MempoolId_t)): CUDAPluggableAllocator.h at pytorch/pytorch
+//     011c9ee1. The route is PyTorch's filter, and it ends by its pool.
+// Generations 1 and 2 end a route by what began it, not by its pool: the extension remembers
+// which pool each (device, capture id) or (device, stream) was routed to.
+//
 // Invariants: an allocation cachalot cannot satisfy throws c10::OutOfMemoryError (Python:
 // torch.OutOfMemoryError, torch.cuda.OutOfMemoryError) or c10::Error with cachalot's message,
 // so no tensor at address 0 exists; hooks PyTorch calls from destructors (free, end/release of
@@ -15,7 +44,10 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -99,6 +131,57 @@ void end_pool(int device, std::pair<uint64_t, uint64_t> pool) {
   if (it->second.empty()) g_filters.erase(it);
 }
 
+// The routes begun by setter generations 1 and 2, by what ends them: (device, capture id or
+// stream) -> the pools routed to, most recent last (guarded by g_filters_mutex).
+std::map<std::pair<int, uint64_t>, std::vector<std::pair<uint64_t, uint64_t>>> g_routes;
+
+template <class Handle>
+uint64_t route_key(Handle h) {
+  if constexpr (std::is_pointer_v<Handle>) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h));
+  } else {
+    return static_cast<uint64_t>(h);
+  }
+}
+
+// A begin of generation 1 or 2: begins the pool's route and remembers it under `route`.
+[[maybe_unused]] void begin_route(int device, uint64_t route, std::pair<uint64_t, uint64_t> pool,
+                                  std::function<bool(cudaStream_t)> accepts) {
+  begin_pool(device, pool, std::move(accepts));  // throws when cachalot refuses: no route
+  std::lock_guard<std::mutex> lock(g_filters_mutex);
+  g_routes[{device, route}].push_back(pool);
+}
+
+// An end of generation 1 or 2 (`what` names the route in a warning, e.g. "stream 0x7f..."):
+// ends the pool's route begun last under `route`.
+[[maybe_unused]] void end_route(int device, uint64_t route, const std::string& what) {
+  std::pair<uint64_t, uint64_t> pool;
+  {
+    std::lock_guard<std::mutex> lock(g_filters_mutex);
+    auto it = g_routes.find({device, route});
+    if (it == g_routes.end()) {
+      TORCH_WARN("cachalot: end of graph pool: no graph pool was begun for ", what, " on device ",
+                 device);
+      return;
+    }
+    pool = it->second.back();
+    it->second.pop_back();
+    if (it->second.empty()) g_routes.erase(it);
+  }
+  end_pool(device, pool);
+}
+
+// Generation 1's route: streams capturing into capture `id` (what PyTorch's own allocator of
+// that generation routes, by cudaStreamGetCaptureInfo). A template, instantiated only where
+// generation 1 is wired, so that no other build refers to the runtime's symbol.
+template <class Stream>
+bool captures_into(Stream stream, unsigned long long id) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long stream_id = 0;
+  if (cudaStreamGetCaptureInfo(stream, &status, &stream_id) != cudaSuccess) return false;
+  return status != cudaStreamCaptureStatusNone && stream_id == id;
+}
+
 void release_pool(int device, std::pair<uint64_t, uint64_t> pool) {
   if (g_api.release_pool(device, pool.first, pool.second) != kSuccess) {
     TORCH_WARN(last_error("release of graph pool"));
@@ -116,14 +199,14 @@ CACHALOT_HAS_SETTER(set_init_fn)
 CACHALOT_HAS_SETTER(set_reset_fn)
 CACHALOT_HAS_SETTER(set_memory_fraction_fn)
 CACHALOT_HAS_SETTER(set_record_stream_fn)
-CACHALOT_HAS_SETTER(set_begin_allocate_to_pool)          // 2.4 on: (device, pool, filter)
-CACHALOT_HAS_SETTER(set_end_allocate_to_pool_fn)         // 2.4 on: (device, pool)
-CACHALOT_HAS_SETTER(set_begin_allocate_stream_to_pool)   // before: (device, stream, pool)
-CACHALOT_HAS_SETTER(set_end_allocate_stream_to_pool_fn)  // before: (device, stream)
-CACHALOT_HAS_SETTER(set_release_pool)
-CACHALOT_HAS_SETTER(set_capture_begin_fn)         // oldest: (device, capture id, pool)
-CACHALOT_HAS_SETTER(set_capture_about_to_end_fn)  // oldest: (device, capture id)
-CACHALOT_HAS_SETTER(set_capture_destroy_fn)       // oldest: (device, pool)
+CACHALOT_HAS_SETTER(set_begin_allocate_to_pool)          // generation 3: (device, pool, filter)
+CACHALOT_HAS_SETTER(set_end_allocate_to_pool_fn)         // generation 3: (device, pool)
+CACHALOT_HAS_SETTER(set_begin_allocate_stream_to_pool)   // generation 2: (device, stream, pool)
+CACHALOT_HAS_SETTER(set_end_allocate_stream_to_pool_fn)  // generation 2: (device, stream)
+CACHALOT_HAS_SETTER(set_release_pool)                    // generations 2 and 3: (device, pool)
+CACHALOT_HAS_SETTER(set_capture_begin_fn)                // generation 1: (device, capture id, pool)
+CACHALOT_HAS_SETTER(set_capture_about_to_end_fn)         // generation 1: (device, capture id)
+CACHALOT_HAS_SETTER(set_capture_destroy_fn)              // generation 1: (device, pool)
 #undef CACHALOT_HAS_SETTER
 
 // The graph-pool hooks, whichever generation of setters `A` has. Their lambdas name their
@@ -138,13 +221,15 @@ std::string wire_pools(A& a) {
     wired += " begin_allocate_to_pool";
   } else if constexpr (has_set_begin_allocate_stream_to_pool<A>::value) {
     a.set_begin_allocate_stream_to_pool([](int device, cudaStream_t stream, auto pool) -> void {
-      begin_pool(device, key_of(pool), [stream](cudaStream_t s) { return s == stream; });
+      begin_route(device, route_key(stream), key_of(pool),
+                  [stream](cudaStream_t s) { return s == stream; });
     });
     wired += " begin_allocate_stream_to_pool";
   } else if constexpr (has_set_capture_begin_fn<A>::value) {
     a.set_capture_begin_fn([](int device, auto capture_id, auto pool) -> void {
-      (void)capture_id;
-      begin_pool(device, key_of(pool), {});
+      const unsigned long long id = capture_id;
+      begin_route(device, route_key(id), key_of(pool),
+                  [id](cudaStream_t s) { return captures_into(s, id); });
     });
     wired += " capture_begin";
   }
@@ -153,12 +238,17 @@ std::string wire_pools(A& a) {
         [](int device, auto pool) -> void { end_pool(device, key_of(pool)); });
     wired += " end_allocate_to_pool";
   } else if constexpr (has_set_end_allocate_stream_to_pool_fn<A>::value) {
-    a.set_end_allocate_stream_to_pool_fn([](int device, cudaStream_t) -> void {
-      end_pool(device, {0, 0});
+    a.set_end_allocate_stream_to_pool_fn([](int device, cudaStream_t stream) -> void {
+      char name[32];
+      std::snprintf(name, sizeof name, "stream %p", static_cast<void*>(stream));
+      end_route(device, route_key(stream), name);
     });
     wired += " end_allocate_stream_to_pool";
   } else if constexpr (has_set_capture_about_to_end_fn<A>::value) {
-    a.set_capture_about_to_end_fn([](int device, auto) -> void { end_pool(device, {0, 0}); });
+    a.set_capture_about_to_end_fn([](int device, auto capture_id) -> void {
+      const unsigned long long id = capture_id;
+      end_route(device, route_key(id), "capture id " + std::to_string(id));
+    });
     wired += " capture_about_to_end";
   }
   if constexpr (has_set_release_pool<A>::value) {

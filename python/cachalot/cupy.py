@@ -15,6 +15,12 @@ function frees on the device's current stream (cachalot defers reuse when that i
 allocation's stream) and never raises (CuPy calls it from __dealloc__); a failure is printed on
 stderr.
 
+With per-thread default streams (CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1) CuPy's default stream is
+cudaStreamPerThread (0x2) on every thread (cupy/cuda/stream.pyx: Stream(ptds=True).ptr), a
+different stream on each: cachalot serves it on the first thread that allocates on it, refuses
+allocations on it from other threads (cachalot.NotSupportedError, saying so; give those threads
+a cupy.cuda.Stream() of their own) and serves their frees after waiting for their stream.
+
 Cost per allocation, on top of CuPy's own: one Python call, one
 cupy.cuda.get_current_stream() and one ctypes call into cachalot (and the same for the free);
 docs/usage.md gives the measured figure.

@@ -21,9 +21,20 @@ reset_peak_memory_stats() and memory_snapshot() raise (CUDAPluggableAllocator's
 getDeviceStats, resetPeakStats and snapshot are TORCH_CHECK(false, ...)), and so does cacheInfo,
 which torch.backends.cudnn.benchmark = True calls. Use this module's functions instead.
 
-CUDA-graph private pools (torch.cuda.graph, torch.cuda.MemPool) map to cachalot graph pools
-through the extension's graph-pool hooks: a capture's allocations come from its pool, which may
-grow during the capture, and the pool's memory goes back once PyTorch releases it.
+CUDA-graph private pools (torch.cuda.graph, CUDAGraph.capture_begin(pool=...) with a token
+of torch.cuda.graph_pool_handle())
+map to cachalot graph pools through the extension's graph-pool hooks, in each of PyTorch's
+three generations of them: a capture's allocations come from its pool, which may grow during
+the capture, and the pool's memory goes back once PyTorch releases it.
+
+What raises under any pluggable allocator, cachalot included (PyTorch implements it only in its
+own allocator; docs/usage.md cites the source of each): torch.cuda.MemPool (its constructor
+calls createOrIncrefPool, which CUDAPluggableAllocator does not implement),
+torch.compile(mode="reduce-overhead") and "max-autotune" (CUDA graph trees call
+getCheckpointState after each recording: use "max-autotune-no-cudagraphs", or torch.cuda.graph),
+torch.cuda.memory._record_memory_history (use config key trace_file, and dump_snapshot() below),
+CUDA tensors through torch.multiprocessing (IPC handles: shareIpcHandle, getIpcDevPtr), and
+torch.cuda.get_per_process_memory_fraction (the limit is in memory_summary()'s title).
 """
 import glob
 import os

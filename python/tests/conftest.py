@@ -53,3 +53,25 @@ def allocator():
     """A fresh allocator of its own on a 1 GiB simulated device."""
     with cachalot.Allocator(SIMULATED) as a:
         yield a
+
+
+@pytest.fixture
+def replay_tool():
+    """The cachalot-replay executable (skips when it is not built)."""
+    from cachalot import _replaytools
+    tool = _replaytools.find_replay()
+    if tool is None:
+        pytest.skip("cachalot-replay is not built (CACHALOT_BUILD_DIR, set by CTest)")
+    return tool
+
+
+@pytest.fixture
+def pytorch_tool():
+    """The cachalot-pytorch-replay executable (skips unless the build was pointed at PyTorch's
+    source: it is optional)."""
+    from cachalot import _replaytools
+    tool = _replaytools.find_pytorch_replay()
+    if tool is None:
+        pytest.skip("cachalot-pytorch-replay is not built (configure with "
+                    "-DCACHALOT_PYTORCH_SOURCE=/path/to/pytorch)")
+    return tool

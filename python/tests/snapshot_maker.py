@@ -12,8 +12,9 @@ MiB = 1 << 20
 FRAMES = [{"filename": "train.py", "name": "forward", "line": 12}]
 
 
-def event(action, addr, size, stream=0, time_us=0):
-    e = {"action": action, "size": size, "stream": stream, "time_us": time_us, "frames": FRAMES}
+def event(action, addr, size, stream=0, time_us=0, frames=None):
+    e = {"action": action, "size": size, "stream": stream, "time_us": time_us,
+         "frames": FRAMES if frames is None else frames}
     if action == "oom":
         e["device_free"] = addr
     else:
@@ -21,10 +22,18 @@ def event(action, addr, size, stream=0, time_us=0):
     return e
 
 
+def block(address, size, state, requested=None, frames=None):
+    return {"address": address, "size": size, "requested_size": size if requested is None
+            else requested, "state": state, "frames": frames or []}
+
+
 def every_kind_snapshot():
     """Device 1 has the main trace (every event kind, two streams, a free completed later than
     requested, a free of an address allocated before recording, a pending free); device 0 has a
-    shorter one. Segments at the end: one 20 MiB segment and one mapped 4 MiB range on device 1.
+    shorter one. Segments at the end, their blocks consistent with the trace: on device 1 one
+    20 MiB segment, one mapped 2 MiB range and a 2 MiB segment reserved before recording began,
+    which holds the block freed without having been allocated in the trace and a block allocated
+    before recording and never freed (the weights of a model); on device 0 a 2 MiB segment.
     """
     s1, s2 = 0x1000, 0x2000
     base = 0x7F0000000000
@@ -57,13 +66,29 @@ def every_kind_snapshot():
     ]
     dev0 = [event("segment_alloc", 0x10000, 2 * MiB, 0, 5),
             event("alloc", 0x10000, 512, 0, 6)]
+    weights_frames = [{"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/module.py",
+                       "name": "to", "line": 1340},
+                      {"filename": "model.py", "name": "load", "line": 7}]
     segments = [
         {"device": 1, "address": base, "total_size": 20 * MiB, "stream": s1,
-         "segment_type": "large", "is_expandable": False, "blocks": []},
+         "segment_type": "large", "is_expandable": False,
+         "blocks": [block(base, 4 * MiB, "inactive"),
+                    block(base + 4 * MiB, 2 * MiB, "active_pending_free"),
+                    block(base + 6 * MiB, 1 * MiB, "active_allocated"),
+                    block(base + 7 * MiB, 13 * MiB, "inactive")]},
+        {"device": 1, "address": base + 30 * MiB, "total_size": 2 * MiB, "stream": s1,
+         "segment_type": "large", "is_expandable": False,
+         "blocks": [block(base + 30 * MiB, 1 * MiB, "inactive"),
+                    block(base + 31 * MiB, 512 * 1024, "active_allocated", 500 * 1000,
+                          weights_frames),
+                    block(base + 31 * MiB + 512 * 1024, 512 * 1024, "inactive")]},
         {"device": 1, "address": base + 64 * MiB, "total_size": 2 * MiB, "stream": s2,
-         "segment_type": "large", "is_expandable": True, "blocks": []},
+         "segment_type": "large", "is_expandable": True,
+         "blocks": [block(base + 64 * MiB, 2 * MiB, "inactive")]},
         {"device": 0, "address": 0x10000, "total_size": 2 * MiB, "stream": 0,
-         "segment_type": "small", "is_expandable": False, "blocks": []},
+         "segment_type": "small", "is_expandable": False,
+         "blocks": [block(0x10000, 512, "active_allocated"),
+                    block(0x10200, 2 * MiB - 512, "inactive")]},
     ]
     return {"segments": segments, "device_traces": [dev0, dev1],
             "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1}}

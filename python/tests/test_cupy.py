@@ -22,6 +22,35 @@ def test_enable_without_cupy_is_an_import_error():
     """)
 
 
+def test_per_thread_default_stream_is_served_on_one_thread():
+    # CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1: CuPy's current stream is Stream.ptds, whose ptr is
+    # cudaStreamPerThread (0x2) on every thread (cupy/cuda/stream.pyx).
+    proc = run_python("""
+        import threading, pytest, cachalot
+        from cachalot.cupy import allocator_functions
+        malloc, free = allocator_functions(lambda device: 0x2, MemoryError)
+        p = malloc(1 << 20, 0)
+        q = malloc(1 << 20, 0)
+        free(p, 0)
+        seen = {}
+        def other_thread():
+            try:
+                malloc(1 << 20, 0)
+            except Exception as e:
+                seen["error"] = e
+            free(q, 0)   # served: waits for this thread's stream, then frees
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        assert isinstance(seen["error"], cachalot.NotSupportedError), seen
+        assert "cudaStreamPerThread (0x2) from a second thread" in str(seen["error"])
+        assert "CUPY_CUDA_PER_THREAD_DEFAULT_STREAM" in str(seen["error"])
+        assert cachalot.memory_stats(0)["allocated_bytes.all.current"] == 0
+        assert malloc(1 << 20, 0) != 0   # the first thread keeps its stream
+    """, CACHALOT_LOG="warn")
+    assert "cachalot [error]" not in proc.stderr, proc.stderr
+
+
 def test_allocator_functions():
     proc = run_python("""
         import pytest, cachalot

@@ -115,6 +115,19 @@ def test_enable_checks_the_config_before_building(tmp_path):
     """, pythonpath=[root])
 
 
+def test_enable_after_reading_stats_still_configures(tmp_path):
+    # Reading stats creates no default allocator (test_defaults.py), so enable(conf=...) can
+    # still configure: it gets as far as building, which this fake torch cannot do.
+    root = fake_torch(tmp_path, headers=True)
+    run_python("""
+        import pytest, cachalot, cachalot.torch
+        assert cachalot.memory_stats()["allocated_bytes.all.current"] == 0
+        with pytest.raises(cachalot.torch.ExtensionError, match="ninja is not installed"):
+            cachalot.torch.enable(conf="backend:simulated,capacity:2GiB")
+        cachalot.configure("backend:simulated,capacity:2GiB")  # the config enable() set
+    """, pythonpath=[root])
+
+
 @pytest.mark.parametrize("generation", [1, 2, 3])
 def test_extension_logic_against_pytorch_header_doubles(generation, tmp_path):
     compiler = shutil.which(os.environ.get("CXX", "c++"))

@@ -12,6 +12,11 @@
 
 namespace cachalot::detail {
 
+/// Every lock held: marks the segments whose live blocks all lie in thread-cache lanes, so that
+/// the stats count them as a drain would leave them (thread_cache_marks.cpp). `scratch` has room
+/// for every lane slot of a stream state.
+void settle_marks(const std::vector<stream_state*>& list, std::vector<tc_held>& scratch) noexcept;
+
 /// Holds the stats mutex, every stream lock (in registry order) and every used lane's lock; on
 /// release, raises the peaks and shares out new stats ceilings. Lock order: release_mutex_,
 /// stats_mutex_, registry_mutex_ (shared), stream locks, lane locks.
@@ -45,14 +50,16 @@ class engine::all_streams_lock {
         }
       }
     }
+    if (!lanes_.empty()) settle_marks(list_, e_.tc_scratch_);  // counts as a drain would leave
   }
   ~all_streams_lock() {
-    // An empty lane whose counts are all back to zero gives up its ceilings and leaves the
-    // next rebalances (until it caches again): lowering a ceiling keeps the invariant, and the
-    // room goes to the trigger.
+    // An empty lane whose counts are all back to zero (and that owns no segment) gives up its
+    // ceilings and leaves the next rebalances (until it caches again): lowering a ceiling keeps
+    // the invariant, and the room goes to the trigger.
+    if (!lanes_.empty()) settle_marks(list_, e_.tc_scratch_);  // before the peaks are raised
     holders_.resize(list_.size());
     for (tc_lane* l : lanes_) {
-      if (l != trigger_ && l->count == 0 && l->stats.at_zero()) {
+      if (l != trigger_ && l->count == 0 && l->owned_count == 0 && l->stats.at_zero()) {
         l->stats.clear_ceilings();
         l->used.store(false, std::memory_order_relaxed);
       } else {

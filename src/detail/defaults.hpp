@@ -1,6 +1,6 @@
 // Operations on the default allocators shared by the C entry points (default C API, framework
 // hooks): they find the right default allocator and report out-of-memory errors on stderr
-// (log_oom, with the memory summary) before letting them propagate.
+// (log_oom: one line at warn, the memory summary at info) before letting them propagate.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 namespace cachalot::detail {
 
 /// Allocates on the default allocator of `device` (created if needed).
-/// @throws out_of_memory (after logging it with the summary) and what default_allocator throws
+/// @throws out_of_memory (after logging it) and what default_allocator throws
 void* default_allocate(int device, std::size_t size, stream_t stream);
 
 /// Frees `ptr` (`size` 0: unknown) last used on `stream` with the default allocator of

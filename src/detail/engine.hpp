@@ -26,9 +26,11 @@
 // pools and routes), stream spinlocks, then leaves (pointer-map shards, events_mutex_,
 // budget_mutex_). A thread holds one stream lock on the hot path; only all_streams_lock (stats
 // and snapshot reads, a new segment, a change that crosses a stats ceiling) holds every stream
-// lock (and each one's thread-cache lanes after it), in registry order, under stats_mutex_;
-// a hot path that takes a lane holds no other engine lock. pending_mutex_ is never held with
-// a stream lock.
+// lock (and each one's thread-cache lanes after it), in registry order, under stats_mutex_.
+// A lane is taken after its stream's lock: a stream operation in a segment a lane owns takes
+// that lane; a hot path in a lane only tries others (a sibling, its stream) and, holding its
+// stream's lock so got, may take the lane owning an evicted block's segment. pending_mutex_
+// is never held with a stream lock.
 #pragma once
 
 #include <array>
@@ -151,9 +153,6 @@ class engine {
     /// recorded by the first poll after every capture ended.
     std::vector<stream_t> unrecorded;
   };
-  /// Thrown by fail_oom instead of out_of_memory inside a retry the out-of-memory callback asked
-  /// for; caught by retry_after_oom_callback, never seen outside the engine.
-  struct oom_retry {};
 
   /// The caching free: the block goes back to its stream's free index at once, or, if it was
   /// used on other streams, after events recorded there complete. Anything but the plain case
@@ -218,12 +217,15 @@ class engine {
   /// bytes, splitting off the remainder when worth keeping; see take_cached for the rest.
   block* claim(stream_state& ss, block* b, pool_kind pool, std::size_t rounded,
                std::size_t requested, bool forced, bool* over_ceiling);
+  /// Under ss.lock, its stats counted: allocates free `b` (split at `split_at` unless 0).
+  block* hand_out(stream_state& ss, block* b, std::size_t split_at, std::size_t requested);
   /// Reserved bytes of the segment if freeing `b` (allocated or pending) leaves it with no
   /// live block, else 0.
   static std::size_t whole_after_free(const block* b) noexcept;
   /// Under ss.lock: frees an allocated block (not deferred). False, with nothing changed, if its
-  /// stats would cross a ceiling (then redo with `forced` and every stream locked).
-  bool free_block(stream_state& ss, block* b, bool forced);
+  /// stats would cross a ceiling (then redo with `forced`, every stream locked). `held`: a lane
+  /// the caller has locked.
+  bool free_block(stream_state& ss, block* b, bool forced, const tc_lane* held = nullptr);
   bool should_split(const block* b, std::size_t rounded) const noexcept;
   bool should_split_size(pool_kind pool, std::size_t size, std::size_t rounded) const noexcept;
   void split(stream_state& ss, block* b, std::size_t rounded);
@@ -242,15 +244,21 @@ class engine {
   [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
                                           std::size_t requested);
   [[gnu::noinline]] bool tc_put_forced(tc_lane& l, block* b);
-  [[gnu::noinline]] void tc_release(block* b);
+  /// Under l.lock, `l` full: frees its oldest block on `ss` (tried) to make room; false if not.
+  [[gnu::noinline]] bool tc_evict(stream_state& ss, tc_lane& l);
   [[gnu::noinline]] bool tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_t size,
-                                   std::size_t requested, bool alloc);
+                                   std::size_t requested, std::uint64_t inactive, bool alloc);
   bool tc_flush_locked(const all_streams_lock& all, const stream_state* only);
   void tc_flush();
   block* tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,
                            std::size_t requested);
   void tc_attach(stream_state& ss, pool_record& pool);
   void tc_view(const std::vector<const stream_state*>& list, memory_stats& s) const;
+  // claim() and free_block() in a segment a lane owns or that is marked (thread_cache_marks.cpp).
+  [[gnu::noinline]] block* claim_marked(stream_state& ss, block* b, pool_kind pool,
+                                        std::size_t split_at, std::size_t requested, bool forced,
+                                        bool* over_ceiling);
+  [[gnu::noinline]] bool free_owned(stream_state& ss, block* b, bool forced, const tc_lane* held);
 
   // --- cold paths (engine_slow.cpp) ---
   [[gnu::noinline]] stream_state& state_for_slow(stream_t stream);
@@ -324,7 +332,7 @@ class engine {
   [[gnu::noinline]] std::size_t round_divisions(std::size_t bytes) const noexcept;
   void start_reserve();
   void* carve_reserve(pool_record& pool, std::size_t bytes);
-  void return_segment(std::uintptr_t base, std::size_t size, bool* to_reserve);
+  void return_segment(pool_record& pool, std::uintptr_t base, std::size_t size, bool* to_reserve);
   void cap_idle(stream_state& ss) noexcept;
   std::size_t release_idle(std::size_t bytes);
   block* retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
@@ -363,7 +371,6 @@ class engine {
   std::size_t drain_released();
   void retire_if_empty(pool_record& pool);
   void end_all_routes() noexcept;
-  std::string pools_summary() const;
 
   config cfg_;
   std::shared_ptr<device_backend> backend_;
@@ -396,6 +403,7 @@ class engine {
   bool tc_on_;                     ///< thread caches (config thread_cache, none of the modes above)
   std::uint32_t tc_capacity_ = 0;  ///< blocks per lane (config thread_cache)
   std::size_t tc_max_ = 0;         ///< largest block a lane takes (config thread_cache_max_size)
+  mutable std::vector<tc_held> tc_scratch_;  ///< settle_marks' list (under stats_mutex_)
   std::size_t max_cached_;
   std::unique_ptr<reserve_arena> arena_;  ///< the reserve, when configured
 
@@ -409,6 +417,7 @@ class engine {
   std::unordered_map<state_key, std::unique_ptr<stream_state>, state_key_hash> registry_;
   std::vector<stream_state*> state_list_;
   std::vector<std::unique_ptr<stream_state>> parked_;  ///< states of retired pools, for reuse
+  std::atomic<std::uint64_t> streams_seen_{0};         ///< distinct streams with a state, ever
   /// By id; pools_[0] is the default. Changed only with stats_mutex_ and registry_mutex_
   /// (exclusive) held, so either lock is enough to read it.
   std::vector<std::unique_ptr<pool_record>> pools_;

@@ -47,14 +47,22 @@ inline block* engine::claim(stream_state& ss, block* b, pool_kind pool, std::siz
   const bool split_it = should_split(b, rounded);
   const std::size_t size = split_it ? rounded : b->size;
   segment* seg = b->seg;
+  if (seg->lane_owner.load(std::memory_order_acquire) != nullptr ||
+      seg->lane_whole.load(std::memory_order_relaxed)) [[unlikely]]
+    return claim_marked(ss, b, pool, split_it ? rounded : 0, requested, forced, over_ceiling);
   const std::size_t whole = seg->live == 0 ? seg->size : 0;
   if (!ss.stats.try_alloc(pool, size, requested, whole, !forced)) [[unlikely]] {
     *over_ceiling = true;
     return nullptr;
   }
-  ++seg->live;
+  return hand_out(ss, b, split_it ? rounded : 0, requested);
+}
+
+inline block* engine::hand_out(stream_state& ss, block* b, std::size_t split_at,
+                               std::size_t requested) {
+  ++b->seg->live;
   remove_free(ss, b);
-  if (split_it) split(ss, b, rounded);
+  if (split_at != 0) split(ss, b, split_at);
   b->state = block_state::allocated;
   b->requested = requested;
   b->released.store(false, std::memory_order_relaxed);
@@ -70,7 +78,9 @@ inline std::size_t engine::whole_after_free(const block* b) noexcept {
   return b->seg->live == 1 ? b->seg->size : 0;
 }
 
-inline bool engine::free_block(stream_state& ss, block* b, bool forced) {
+inline bool engine::free_block(stream_state& ss, block* b, bool forced, const tc_lane* held) {
+  if (b->seg->lane_owner.load(std::memory_order_acquire) != nullptr) [[unlikely]]
+    return free_owned(ss, b, forced, held);
   const pool_kind pool = b->seg->pool;
   const std::size_t whole = whole_after_free(b);
   if (!ss.stats.try_free(pool, b->size, b->requested, whole, !forced)) [[unlikely]] {

@@ -14,12 +14,16 @@ inline block* engine::tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std:
     return size >= rounded && !should_split_size(pool, size, rounded);
   };
   std::size_t over_ceiling = 0;  // the size of a block whose stats crossed a ceiling
-  if (l.filled.load(std::memory_order_relaxed) == 0 || l.skip_cold() || !l.lock.try_lock())
+  std::size_t over_whole = 0;    // and the wholly free segment bytes it would have taken
+  // (The cold period counts down before the empty check: a lane drained while cold comes back.)
+  if (l.skip_cold() || l.filled.load(std::memory_order_relaxed) == 0 || !l.lock.try_lock())
       [[unlikely]]
     return nullptr;  // another thread of this lane's slot is in it: the stream serves
-  block* b = l.take(pool, requested, false, &over_ceiling, fits);
-  if (over_ceiling != 0 && tc_borrow(ss, l, pool, over_ceiling, requested, true)) [[unlikely]]
-    b = l.take(pool, requested, false, &over_ceiling, fits);
+  block* b = l.take(pool, requested, false, &over_ceiling, &over_whole, fits);
+  if (over_ceiling != 0 &&
+      tc_borrow(ss, l, pool, over_ceiling, requested,
+                over_whole > over_ceiling ? over_whole - over_ceiling : 0, true)) [[unlikely]]
+    b = l.take(pool, requested, false, &over_ceiling, &over_whole, fits);
   if (b != nullptr) [[likely]]
     b->released.store(false, std::memory_order_relaxed);
   l.lock.unlock();
@@ -36,18 +40,22 @@ inline bool engine::tc_put(block* b, stream_t stream, bool on_stream) {
   if (l.cold.load(std::memory_order_relaxed) != 0 || !l.lock.try_lock()) [[unlikely]]
     return false;
   tc_lane::put_result r = l.put(b, tc_capacity_, false);
-  block* evicted = nullptr;  // the lane's oldest block, making room (not when tracing: the
-                             // trace has its free already, the stream path would trace it again)
-  if (r == tc_lane::put_result::full && !tracer_ && (evicted = l.evict_oldest()) != nullptr)
+  // Full: the lane's oldest block makes room, freed on its stream before the lane is unlocked
+  // (not when tracing: the trace has its free already, the stream path would trace it again).
+  bool evicted = false;
+  if (r == tc_lane::put_result::full && !tracer_ && tc_evict(ss, l)) [[unlikely]] {
+    evicted = true;
     r = l.put(b, tc_capacity_, false);
+  }
   if (r == tc_lane::put_result::over_ceiling &&
-      tc_borrow(ss, l, b->seg->pool, b->size, b->requested, false)) [[unlikely]]
+      tc_borrow(ss, l, b->seg->pool, b->size, b->requested, b->size, false)) [[unlikely]]
     r = l.put(b, tc_capacity_, false);
   if (tracer_ && r == tc_lane::put_result::done) [[unlikely]]
     trace_free(b);  // before the lane can hand it out: the trace is in ownership order
   l.lock.unlock();
-  if (evicted != nullptr) [[unlikely]]
-    tc_release(evicted);
+  if (evicted) [[unlikely]] {
+    if (auto* hook = tc_evict_hook.load(std::memory_order_acquire)) hook(tc_evict_hook_arg.load());
+  }
   if (r == tc_lane::put_result::done) [[likely]]
     return true;
   return r == tc_lane::put_result::over_ceiling && tc_put_forced(l, b);

@@ -14,8 +14,8 @@ namespace cachalot::detail {
 enum class log_level : int {
   off = 0,    ///< nothing (a threshold only)
   error = 1,  ///< the allocator cannot do what was asked (bad config, no driver, a NULL hook)
-  warn = 2,   ///< the default threshold: out of memory, surprising configurations
-  info = 3,   ///< what a default allocator runs on (backend, device, config) at first use
+  warn = 2,   ///< the default threshold: out of memory (one line), surprising configurations
+  info = 3,   ///< what a default allocator runs on at first use; the summary at out of memory
   debug = 4,  ///< hook-level details
 };
 
@@ -35,9 +35,10 @@ void log(log_level level, const std::string& message) noexcept;
 /// CACHALOT_CONF, no driver) and that several layers report.
 void log_once(log_level level, const std::string& message, std::string_view key = {}) noexcept;
 
-/// Reports an out-of-memory error of the allocator of `device` at warn level: the error's
-/// message, then the allocator's memory summary. For the layers that see the error (the
-/// default allocators, the hooks; the engine may call it too).
+/// Reports an out-of-memory error of the allocator of `device`: the error's message as one line
+/// at warn level, then the allocator's memory `summary` at info level (pass it only when
+/// log_enabled(log_level::info): making it costs a snapshot). For the layers that see the
+/// error (the default allocators, the hooks; the engine may call it too).
 void log_oom(int device, const std::string& what, const std::string& summary) noexcept;
 
 /// Overrides the threshold (tests; CACHALOT_LOG is then no longer read).

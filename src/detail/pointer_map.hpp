@@ -3,9 +3,12 @@
 // 64 shards, each an open-addressing table (linear probing, backward-shift deletion, load at
 // most 1/2). Writers (insert, erase) take the shard's lock; lookups take no lock: each shard
 // is a sequence lock (a writer makes its counter odd while it changes the table; a lookup that
-// saw it odd or changed reads again), and a table that growth replaced stays allocated until
-// the map is destroyed, so a lookup never reads freed memory. A lookup therefore writes no
-// shared cache line: threads that share a stream (and so a shard) find blocks in parallel.
+// saw it odd or changed reads again, spinning briefly, then yielding to the writer), and a
+// table that growth replaced stays allocated until the map is destroyed, so a lookup never
+// reads freed memory. Growth builds and publishes the bigger table before the write section
+// (the old one is unchanged meanwhile, so lookups go on): the counter is odd only for a few
+// stores, never around an allocation. A lookup writes no shared cache line: threads that share
+// a stream (and so a shard) find blocks in parallel.
 // The shard is chosen by the 2 MiB region of the address: segments belong to one stream, so
 // threads working on their own streams mostly write their own shards.
 #pragma once
@@ -34,9 +37,9 @@ class pointer_map {
   void insert(std::uintptr_t addr, block* b) {
     shard& s = shard_of(addr);
     std::lock_guard<spinlock> lock(s.lock);
-    s.begin_write();
     if ((s.count + 1) * 2 > s.current->capacity) [[unlikely]]
-      grow(s);
+      grow(s, addr);  // (outside the write section: see the file comment)
+    s.begin_write();
     place(*s.current, addr, b);
     ++s.count;
     s.end_write();
@@ -46,7 +49,7 @@ class pointer_map {
   block* find(std::uintptr_t addr) const noexcept {
     const std::uint64_t h = hash(addr);
     const shard& s = shard_of(addr);
-    for (;;) {
+    for (unsigned tries = 0;; ++tries) {
       const std::uint32_t before = s.seq.load(std::memory_order_acquire);
       if ((before & 1) == 0) [[likely]] {
         const table* t = s.table_now.load(std::memory_order_acquire);
@@ -54,11 +57,18 @@ class pointer_map {
         if (s.seq.load(std::memory_order_relaxed) == before) [[likely]]
           return found;
       }
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      back_off(tries);
     }
   }
+
+  /// True while a writer changes the shard of `addr` (its sequence is odd). For tests.
+  bool writing(std::uintptr_t addr) const noexcept {
+    return (shard_of(addr).seq.load(std::memory_order_relaxed) & 1) != 0;
+  }
+
+  /// Test hook (null outside tests): called by a growth of the shard of `addr`, with the shard
+  /// locked, once its bigger table is allocated.
+  static inline std::atomic<void (*)(const pointer_map&, std::uintptr_t)> grow_hook{nullptr};
 
   /// Removes `addr` and returns its block, or nullptr if absent.
   block* erase(std::uintptr_t addr) noexcept {
@@ -132,12 +142,8 @@ class pointer_map {
   static std::size_t shard_index(std::uintptr_t addr) noexcept {
     return mix(static_cast<std::uint64_t>(addr) >> 21) >> (64 - shard_bits);
   }
-  shard& shard_of(std::uintptr_t addr) noexcept {
-    return shards_[shard_index(addr)];
-  }
-  const shard& shard_of(std::uintptr_t addr) const noexcept {
-    return shards_[shard_index(addr)];
-  }
+  shard& shard_of(std::uintptr_t addr) noexcept { return shards_[shard_index(addr)]; }
+  const shard& shard_of(std::uintptr_t addr) const noexcept { return shards_[shard_index(addr)]; }
   static std::uint64_t mix(std::uint64_t x) noexcept {
     x ^= x >> 31;
     x *= 0x9e3779b97f4a7c15ULL;
@@ -177,8 +183,13 @@ class pointer_map {
     set(t.slots[i], addr, b);
   }
 
-  [[gnu::noinline]] static void grow(shard& s) {
+  // A lookup that found the shard being written: a writer holds it for a few stores, unless
+  // it was preempted; then spinning only delays it, so the lookup yields (wait_step).
+  [[gnu::noinline]] static void back_off(unsigned tries) noexcept { wait_step(tries); }
+
+  [[gnu::noinline]] void grow(shard& s, std::uintptr_t addr) {
     auto bigger = std::make_unique<table>(s.current->capacity * 2);
+    if (auto* hook = grow_hook.load(std::memory_order_relaxed)) hook(*this, addr);
     const table& old = *s.current;
     for (std::size_t i = 0; i < old.capacity; ++i) {
       const std::uintptr_t k = old.slots[i].key.load(std::memory_order_relaxed);

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cachalot/pool.hpp"
 #include "detail/stats_tracker.hpp"
@@ -61,6 +62,18 @@ struct pool_record {
   }
   int priority() const noexcept { return options.priority; }
 };
+
+/// Guaranteed bytes that the pools of `guaranteed` other than `except` have not reserved yet
+/// (under the engine's budget mutex): what no growth of `except` may take.
+inline std::size_t unreserved_guarantees(const std::vector<pool_record*>& guaranteed,
+                                         const pool_record& except) noexcept {
+  std::size_t held = 0;
+  for (const pool_record* q : guaranteed) {
+    const std::size_t c = q->committed.load(std::memory_order_relaxed);
+    if (q != &except && q->options.guarantee > c) held += q->options.guarantee - c;
+  }
+  return held;
+}
 
 /// A begin_allocate_to_pool route: a stream, or a filter of streams, into a pool.
 struct pool_route {

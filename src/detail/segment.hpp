@@ -13,8 +13,17 @@
 // no other operation touches, and `busy` counts them (a segment with busy spans is never
 // deleted). An asleep segment (detail/pool_sleep.hpp) holds only allocated blocks and holes,
 // which then need not end on chunk boundaries; it counts one busy span for its whole sleep.
+// Thread caches (detail/thread_cache.hpp): a segment whose live blocks all lie in lanes is
+// reported wholly free, as a drain would leave it. `lane_whole` says that its stats count it so
+// (a "mark"), with the lane and block size the count was made on (`whole_lane`, `whole_size`).
+// `lane_owner` is the lane that holds the marks of this segment: while it is set, every change
+// of `live` is made holding that lane's lock too (so the lane reads `live` under its own lock
+// and counts the segment's whole/split transitions itself), the owner's lock guards the mark,
+// and `live` stays above 0; it is set and cleared only holding both this stream's lock and the
+// owner's. A mark without an owner is consumed once, by an exchange.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -22,6 +31,8 @@
 #include "detail/block.hpp"
 
 namespace cachalot::detail {
+
+struct tc_lane;
 
 /// How a segment gets its memory.
 enum class segment_kind : std::uint8_t {
@@ -33,12 +44,17 @@ enum class segment_kind : std::uint8_t {
 /// allocation and free of its blocks, by threads of its own stream only.
 struct alignas(64) segment {
   // Read and written on the hot path.
-  std::size_t live = 0;                     ///< allocated and pending blocks
-  std::size_t size = 0;                     ///< reserved bytes (fixed: all; expandable: mapped)
-  pool_kind pool = pool_kind::small;        ///< pool the segment serves
-  segment_kind kind = segment_kind::fixed;  ///< fixed or expandable
-  std::uint8_t band = 1;                    ///< free index of its free blocks (engine::band_of)
+  std::size_t live = 0;                       ///< allocated and pending blocks
+  std::size_t size = 0;                       ///< reserved bytes (fixed: all; expandable: mapped)
+  pool_kind pool = pool_kind::small;          ///< pool the segment serves
+  segment_kind kind = segment_kind::fixed;    ///< fixed or expandable
+  std::uint8_t band = 1;                      ///< free index of its free blocks (engine::band_of)
+  std::atomic<bool> lane_whole{false};        ///< counted wholly free while lanes hold its blocks
+  std::atomic<tc_lane*> lane_owner{nullptr};  ///< the lane that counts its marks, if any
   bool asleep = false;  ///< its pool sleeps: no memory behind its blocks (detail/pool_sleep.hpp)
+  // Of the mark (under the owner's lock, or with every lock held).
+  tc_lane* whole_lane = nullptr;  ///< the lane whose counters hold the mark
+  std::size_t whole_size = 0;     ///< the size of the block the mark was counted on
   // Cold.
   std::uintptr_t base = 0;        ///< base address
   stream_state* owner = nullptr;  ///< owning stream state

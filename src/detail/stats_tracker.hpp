@@ -137,23 +137,36 @@ class stream_stats {
     --num_frees;
   }
 
-  /// Adds the cumulative totals and counters of `o`, whose current values are all zero (the
-  /// counters of a stream state leaving its pool), to this one's.
-  void absorb(const stream_stats& o) noexcept {
-    for (std::size_t q = 0; q < quantity_count; ++q) {
-      for (std::size_t p = 0; p < pool_count; ++p) {
-        inc_[q][p] += o.inc_[q][p];
-        dec_[q][p] += o.dec_[q][p];
-      }
-    }
-    num_allocs += o.num_allocs;
-    num_frees += o.num_frees;
-    num_oversize += o.num_oversize;
-    num_deferred += o.num_deferred;
-    num_pending += o.num_pending;
-    num_segment_allocs += o.num_segment_allocs;
-    num_segment_frees += o.num_segment_frees;
+  /// Turns a counted try_free(pool, size, ..., 0) into try_free(pool, size, ..., whole): the free
+  /// left its segment (`whole` >= `size` bytes) wholly free (a thread cache's last live block of
+  /// a segment, detail/thread_cache.hpp). Only lowers current values. remove_whole undoes it.
+  void add_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    inc_[q_inactive][p] -= size;
+    dec_[q_inactive][p] += whole - size;
+    whole_free_[p] += whole;
   }
+  /// Takes back an earlier add_whole(pool, size, whole) exactly (`whole` may have grown since by
+  /// bytes mapped as wholly free). Raises inactive: only with every stream locked.
+  void remove_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    inc_[q_inactive][p] += size;
+    dec_[q_inactive][p] -= whole - size;
+    whole_free_[p] -= whole;
+  }
+  /// Turns a counted try_alloc(pool, size, ..., whole) into try_alloc(pool, size, ..., 0): the
+  /// segment was no longer wholly free (another holder counted that first). Only lowers.
+  void drop_whole_alloc(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+    const std::size_t p = static_cast<std::size_t>(pool);
+    inc_[q_inactive][p] -= whole - size;
+    dec_[q_inactive][p] += size;
+    whole_free_[p] += whole;
+  }
+
+  /// Adds the cumulative totals and counters of `o`, whose current values are all zero (the
+  /// counters of a stream state leaving its pool), to this one's: every counter of
+  /// stream_counters (below).
+  void absorb(const stream_stats& o) noexcept;
 
   /// Current value (inc - dec). A thread-cache holder's may be negative (it frees what its
   /// stream allocated): values are two's complement, compared as signed (crosses, signed_max).
@@ -219,6 +232,33 @@ class stream_stats {
   std::uint64_t ceiling_[quantity_count][pool_count] = {};
   std::uint64_t whole_free_[pool_count] = {};
 };
+
+/// Every counter of a stream_stats, and the memory_stats field that reports it: a stats read
+/// and a retiring pool (stream_stats::absorb) go through this one list.
+inline constexpr struct {
+  std::uint64_t stream_stats::*mine;
+  std::uint64_t memory_stats::*reported;
+} stream_counters[] = {
+    {&stream_stats::num_allocs, &memory_stats::num_allocs},
+    {&stream_stats::num_frees, &memory_stats::num_frees},
+    {&stream_stats::num_oversize, &memory_stats::num_oversize_allocs},
+    {&stream_stats::num_deferred, &memory_stats::num_deferred_frees},
+    {&stream_stats::num_pending, &memory_stats::num_pending_blocks},
+    {&stream_stats::num_segment_allocs, &memory_stats::num_segment_allocs},
+    {&stream_stats::num_segment_frees, &memory_stats::num_segment_frees},
+    {&stream_stats::num_chunk_maps, &memory_stats::num_chunk_maps},
+    {&stream_stats::num_chunk_unmaps, &memory_stats::num_chunk_unmaps},
+};
+
+inline void stream_stats::absorb(const stream_stats& o) noexcept {
+  for (std::size_t q = 0; q < quantity_count; ++q) {
+    for (std::size_t p = 0; p < pool_count; ++p) {
+      inc_[q][p] += o.inc_[q][p];
+      dec_[q][p] += o.dec_[q][p];
+    }
+  }
+  for (const auto& c : stream_counters) this->*c.mine += o.*c.mine;
+}
 
 /// The larger of two two's-complement values (a holder's current value or ceiling).
 inline std::uint64_t signed_max(std::uint64_t a, std::uint64_t b) noexcept {

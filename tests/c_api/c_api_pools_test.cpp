@@ -152,6 +152,62 @@ TEST_F(c_api_pools, TheReclaimCallbackFreesALowerPriorityPool) {
   for (void* p : rs.live) ASSERT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
 }
 
+struct retry_state {
+  cachalot_allocator* a = nullptr;
+  cachalot_pool_id low = 0;
+  int calls = 0;
+  std::vector<cachalot_status> statuses;
+  std::vector<std::string> messages;
+  int retries = 0;
+};
+
+size_t allocate_in_low(void* context, cachalot_pool_id, size_t) {
+  auto* r = static_cast<retry_state*>(context);
+  ++r->calls;
+  void* p = nullptr;
+  r->statuses.push_back(cachalot_pool_malloc(r->a, r->low, &p, 40u << 20, st(9)));
+  r->messages.emplace_back(cachalot_last_error());
+  if (p != nullptr) cachalot_free(r->a, p, nullptr);
+  return 0;
+}
+
+int retry_once(size_t, void* stream, void* user) {
+  auto* r = static_cast<retry_state*>(user);
+  return stream == st(2) && ++r->retries == 1 ? 1 : 0;
+}
+
+TEST_F(c_api_pools, AReclaimCallbackInsideAnOomRetryGetsOutOfMemory) {
+  // The retry the out-of-memory callback asks for calls the reclaim callback again; its failed
+  // allocation is CACHALOT_ERROR_OUT_OF_MEMORY with a message, as in the first pass (issue 18:
+  // "CACHALOT_ERROR_BACKEND (unknown error)" from the engine's private retry signal).
+  retry_state rs;
+  rs.a = a_;
+  cachalot_pool_options lo = options("batch", CACHALOT_POOL_TENANT, -1);
+  lo.reclaim = allocate_in_low;
+  lo.reclaim_context = &rs;
+  ASSERT_EQ(cachalot_pool_create(a_, &lo, &rs.low), CACHALOT_SUCCESS);
+  cachalot_pool_id high = 0;
+  const cachalot_pool_options ho = options("critical", CACHALOT_POOL_TENANT, 1);
+  ASSERT_EQ(cachalot_pool_create(a_, &ho, &high), CACHALOT_SUCCESS);
+  std::vector<void*> live;
+  for (int i = 0; i < 5; ++i) {  // 200 MiB: the limit
+    void* p = nullptr;
+    ASSERT_EQ(cachalot_pool_malloc(a_, rs.low, &p, 40u << 20, st(1)), CACHALOT_SUCCESS);
+    live.push_back(p);
+  }
+  ASSERT_EQ(cachalot_set_oom_callback(a_, retry_once, &rs, 1), CACHALOT_SUCCESS);
+  void* h = nullptr;
+  EXPECT_EQ(cachalot_pool_malloc(a_, high, &h, 40u << 20, st(2)), CACHALOT_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(h, nullptr);
+  EXPECT_EQ(rs.retries, 1);
+  ASSERT_EQ(rs.calls, 2);
+  for (std::size_t i = 0; i < rs.statuses.size(); ++i) {
+    EXPECT_EQ(rs.statuses[i], CACHALOT_ERROR_OUT_OF_MEMORY) << rs.messages[i];
+    EXPECT_NE(rs.messages[i].find("out of memory"), std::string::npos) << rs.messages[i];
+  }
+  for (void* p : live) ASSERT_EQ(cachalot_free(a_, p, nullptr), CACHALOT_SUCCESS);
+}
+
 TEST_F(c_api_pools, MisuseGivesAStatusAndAMessage) {
   cachalot_pool_id id = 0;
   cachalot_pool_options o = options("x", CACHALOT_POOL_TENANT, 0);

@@ -2,95 +2,28 @@
 // default allocators live as long as their process: never the simulated device unless asked
 // for, a clear error naming the cause otherwise (printed once on stderr); a bad CACHALOT_CONF
 // named and printed once; configure-before-use rules; memory fractions; malloc/free/record/
-// empty/reset/snapshot; out-of-memory errors logged with the summary; the graph-pool hooks
-// refusing loudly; CACHALOT_LOG levels.
-#include <sys/wait.h>
-#include <unistd.h>
-
+// empty/reset/snapshot; reading before first use creating nothing; out-of-memory errors logged
+// as one line (the summary at info); the graph-pool hooks refusing loudly; CACHALOT_LOG levels.
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
+#include <thread>
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
+#include "cachalot/config.hpp"
 #include "cachalot/hooks.h"
 #include "detail/log.hpp"
+#include "support/isolated.hpp"
 
 namespace {
 
-// What a scenario sees: it reads what the library printed on stderr so far.
-struct child {
-  FILE* err = nullptr;
-  std::string stderr_text() const {
-    std::fflush(stderr);
-    std::string text;
-    std::rewind(err);
-    char buf[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, err)) > 0) text.append(buf, n);
-    return text;
-  }
-};
-
-// A failed expectation inside the child: its message is the child's stdout.
-#define CHILD_EXPECT(cond, msg)                                                            \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #cond, std::string(msg).c_str()); \
-      std::fflush(stdout);                                                                 \
-      _exit(1);                                                                            \
-    }                                                                                      \
-  } while (0)
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
-// Runs `scenario` in a child process with CACHALOT_CONF = `conf` (nullptr: unset), the log
-// threshold `level` and stderr captured; fails the test with the child's message if it fails.
-void isolated(const char* conf, cachalot::detail::log_level level,
-              const std::function<void(child&)>& scenario) {
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(out[0]);
-    dup2(out[1], STDOUT_FILENO);
-    child c;
-    c.err = std::tmpfile();
-    dup2(fileno(c.err), STDERR_FILENO);
-    if (conf == nullptr) {
-      unsetenv("CACHALOT_CONF");
-    } else {
-      setenv("CACHALOT_CONF", conf, 1);
-    }
-    cachalot::detail::set_log_threshold(level);
-    scenario(c);
-    std::fflush(stdout);
-    _exit(0);
-  }
-  close(out[1]);
-  std::string message;
-  char buf[1024];
-  ssize_t n = 0;
-  while ((n = read(out[0], buf, sizeof buf)) > 0) message.append(buf, static_cast<std::size_t>(n));
-  close(out[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << message;
-}
-
 using cachalot::detail::log_level;
+using cachalot::test::child;
+using cachalot::test::count;
+using cachalot::test::isolated;
 
 cachalot_stats stats(int device) {
   cachalot_stats s;
@@ -251,6 +184,115 @@ TEST(default_c_api, AllocateFreeRecordEmptyReset) {
   });
 }
 
+// Stats, summary and snapshot before the first allocation are zeros and create nothing, so
+// that configuring afterwards still works (as torch.cuda.memory_stats() before CUDA starts).
+TEST(default_c_api, ReadingBeforeFirstUseCreatesNothing) {
+  isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child& c) {
+    cachalot_stats s = stats(0);
+    CHILD_EXPECT(s.size == sizeof s, "filled whole");
+    CHILD_EXPECT(s.reserved_bytes.all.current == 0 && s.allocated_bytes.all.peak == 0 &&
+                     s.num_allocs == 0 && s.num_segment_allocs == 0 && s.num_streams == 0,
+                 "zeros");
+    CHILD_EXPECT(s.max_split_size == cachalot::config{}.max_split_size, "the config's");
+    std::size_t needed = 0;
+    CHILD_EXPECT(cachalot_default_memory_summary(0, nullptr, 0, &needed) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    std::string summary(needed, '\0');
+    cachalot_default_memory_summary(0, summary.data(), needed, nullptr);
+    summary.resize(needed - 1);
+    CHILD_EXPECT(summary.find("device 0: no default allocator yet") != std::string::npos, summary);
+    CHILD_EXPECT(summary.find("simulated backend") != std::string::npos, summary);
+    CHILD_EXPECT(summary.find("| Allocated memory") != std::string::npos, summary);
+    std::string snap(256, '\0');
+    CHILD_EXPECT(
+        cachalot_default_memory_snapshot(3, snap.data(), snap.size(), nullptr) == CACHALOT_SUCCESS,
+        cachalot_last_error());
+    CHILD_EXPECT(
+        snap.c_str() == std::string(R"x({"device":3,"backend":"simulated","segments":[]})x"), snap);
+    for (int d : {0, 3}) CHILD_EXPECT(cachalot_default_exists(d) == 0, "nothing created");
+    // So another config can still be set, and it is the one used.
+    CHILD_EXPECT(cachalot_default_configure("backend:simulated,capacity:2GiB") == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 1536u << 20, nullptr) == CACHALOT_SUCCESS,
+                 "the 2 GiB device");
+    CHILD_EXPECT(stats(0).allocated_bytes.all.current == 1536u << 20, "now the allocator's");
+    CHILD_EXPECT(count(c.stderr_text(), "[error]") == 0, c.stderr_text());
+  });
+  // Without a usable driver the stats are zeros too (the error comes with the first allocation).
+  isolated("backend:cuda", log_level::warn, [](child&) {
+    if (cachalot::cuda_device_count() > 0) return;
+    CHILD_EXPECT(stats(0).num_allocs == 0 && cachalot_default_exists(0) == 0, "zeros");
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 64, nullptr) != CACHALOT_SUCCESS, "no device");
+  });
+  // A bad config is an error, named once on stderr, and still creates nothing.
+  isolated("memory_limt:90%", log_level::warn, [](child& c) {
+    cachalot_stats s;
+    cachalot_stats_init(&s);
+    for (int i = 0; i < 2; ++i) {
+      CHILD_EXPECT(cachalot_default_get_stats(0, &s) == CACHALOT_ERROR_INVALID_ARGUMENT, "bad");
+    }
+    CHILD_EXPECT(std::string(cachalot_last_error()).find("memory_limt") != std::string::npos,
+                 cachalot_last_error());
+    CHILD_EXPECT(count(c.stderr_text(), "memory_limt") == 1, c.stderr_text());
+    CHILD_EXPECT(cachalot_default_exists(0) == 0, "nothing created");
+  });
+}
+
+// cudaStreamPerThread (0x2) names another stream on every thread: the default allocators serve
+// it on the first thread that uses it; another thread's allocation or record_stream on it is
+// refused with a message, and its free waits for that thread's stream, then frees the block on
+// its own stream (nothing lost, stats exact).
+TEST(default_c_api, PerThreadDefaultStreamIsOneThreadsStream) {
+  isolated("backend:simulated,capacity:1GiB", log_level::off, [](child&) {
+    void* const ptds = reinterpret_cast<void*>(0x2);
+    void* mine = nullptr;
+    void* kept = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &mine, 4096, ptds) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_malloc(0, &kept, 4096, ptds) == CACHALOT_SUCCESS,
+                 cachalot_last_error());
+    CHILD_EXPECT(cachalot_default_free(0, mine, 4096, ptds) == CACHALOT_SUCCESS, "same thread");
+    std::string refused, record_refused;
+    cachalot_status other = CACHALOT_SUCCESS, record = CACHALOT_SUCCESS,
+                    own_stream = CACHALOT_ERROR_BACKEND, free_there = CACHALOT_ERROR_BACKEND;
+    void* hook = reinterpret_cast<void*>(1);
+    std::thread second([&] {
+      void* p = nullptr;
+      other = cachalot_default_malloc(0, &p, 4096, ptds);
+      refused = cachalot_last_error();
+      hook = cachalot_torch_malloc(4096, 0, ptds);
+      record = cachalot_default_record_stream(kept, ptds);
+      record_refused = cachalot_last_error();
+      void* q = nullptr;
+      own_stream = cachalot_default_malloc(0, &q, 4096, reinterpret_cast<void*>(0x300));
+      cachalot_default_free(0, q, 4096, reinterpret_cast<void*>(0x300));
+      free_there = cachalot_default_free(0, kept, 4096, ptds);  // waits, then frees
+    });
+    second.join();
+    CHILD_EXPECT(other == CACHALOT_ERROR_NOT_SUPPORTED, cachalot_status_string(other));
+    CHILD_EXPECT(refused.find("allocation on stream cudaStreamPerThread (0x2) from a second "
+                              "thread") != std::string::npos,
+                 refused);
+    CHILD_EXPECT(refused.find("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM") != std::string::npos, refused);
+    CHILD_EXPECT(hook == nullptr, "the hook returns NULL");
+    CHILD_EXPECT(record == CACHALOT_ERROR_NOT_SUPPORTED, record_refused);
+    CHILD_EXPECT(
+        record_refused.find("record_stream on stream cudaStreamPerThread") != std::string::npos,
+        record_refused);
+    CHILD_EXPECT(own_stream == CACHALOT_SUCCESS, "a stream of its own is fine");
+    CHILD_EXPECT(free_there == CACHALOT_SUCCESS, "a free from there is served");
+    const cachalot_stats st = stats(0);
+    CHILD_EXPECT(st.allocated_bytes.all.current == 0, "every block freed, nothing lost");
+    CHILD_EXPECT(st.num_deferred_frees == 0, "freed on its own stream after the wait");
+    // The owner thread keeps its stream, and reuses the block freed from the other thread.
+    void* again = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &again, 4096, ptds) == CACHALOT_SUCCESS, "owner");
+    CHILD_EXPECT(again == kept || again == mine, "reused");
+  });
+}
+
 TEST(default_c_api, OutOfMemoryIsLoggedWithTheSummary) {
   isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child& c) {
     void* p = nullptr;
@@ -261,9 +303,24 @@ TEST(default_c_api, OutOfMemoryIsLoggedWithTheSummary) {
     CHILD_EXPECT(
         count(err, "cachalot [warn] cachalot: out of memory: tried to allocate 2.00 GiB") == 2,
         err);
-    CHILD_EXPECT(count(err, "cachalot [warn] | Reserved memory") == 2, err);
+    CHILD_EXPECT(count(err, "Reserved memory") == 0, "no summary at warn: " + err);
     CHILD_EXPECT(count(err, "SIMULATED") == 1, err);  // the explicit simulated device, once
+    // One line per error, after the one line of the simulated device.
+    CHILD_EXPECT(cachalot::test::lines(err) == 3, err);
+    CHILD_EXPECT(count(err, "(CACHALOT_LOG=info adds the memory summary)\n") == 2, err);
     CHILD_EXPECT(stats(0).num_ooms == 2, "counted");
+  });
+  // At info, each error's line (warn) is followed by the summary (info).
+  isolated("backend:simulated,capacity:1GiB", log_level::info, [](child& c) {
+    void* p = nullptr;
+    CHILD_EXPECT(cachalot_default_malloc(0, &p, 2u << 30, nullptr) == CACHALOT_ERROR_OUT_OF_MEMORY,
+                 "2 GiB on 1 GiB");
+    const std::string err = c.stderr_text();
+    const std::size_t oom = err.find("cachalot [warn] cachalot: out of memory");
+    CHILD_EXPECT(oom != std::string::npos, err);
+    CHILD_EXPECT(err.find("cachalot [info] |======", oom) == err.find('\n', oom) + 1, err);
+    CHILD_EXPECT(count(err, "cachalot [info] | Reserved memory") == 1, err);
+    CHILD_EXPECT(count(err, "adds the memory summary") == 0, err);
   });
 }
 
@@ -288,9 +345,9 @@ TEST(default_c_api, LogLevels) {
 TEST(default_c_api, GraphPoolHooksRouteToAPoolAndGiveItBack) {
   isolated("backend:simulated,capacity:1GiB", log_level::warn, [](child&) {
     // PyTorch's MempoolId_t (1, 0): begin routes every stream (NULL filter) to a graph pool.
-    CHILD_EXPECT(cachalot_torch_begin_allocate_to_pool(0, 1, 0, nullptr, nullptr) ==
-                     CACHALOT_SUCCESS,
-                 cachalot_last_error());
+    CHILD_EXPECT(
+        cachalot_torch_begin_allocate_to_pool(0, 1, 0, nullptr, nullptr) == CACHALOT_SUCCESS,
+        cachalot_last_error());
     void* p = nullptr;
     CHILD_EXPECT(cachalot_default_malloc(0, &p, 4096, nullptr) == CACHALOT_SUCCESS,
                  cachalot_last_error());

@@ -22,13 +22,14 @@ TEST(ConfigFuzz, ValidConfigsRunCleanOnTheEngine) {
     std::vector<std::uint8_t> data(64 + rng() % 1200);
     for (std::uint8_t& b : data) b = static_cast<std::uint8_t>(rng());
     const unsigned features = engine_fuzz::run(data.data(), data.size());
-    for (unsigned f = 1; f <= engine_fuzz::passthrough; f <<= 1) {
+    for (unsigned f = 1; f <= engine_fuzz::concurrently; f <<= 1) {
       if ((features & f) != 0) ++reached[f];
     }
   }
   EXPECT_GT(reached[engine_fuzz::ran], inputs / 3) << "most generated configs should be valid";
-  for (unsigned f : {engine_fuzz::used_reserve, engine_fuzz::used_max_cached,
-                     engine_fuzz::used_divisions, engine_fuzz::passthrough}) {
+  for (unsigned f :
+       {engine_fuzz::used_reserve, engine_fuzz::used_max_cached, engine_fuzz::used_divisions,
+        engine_fuzz::passthrough, engine_fuzz::concurrently}) {
     EXPECT_GE(reached[f], 20) << "feature " << f << " reached by too few inputs";
   }
 }

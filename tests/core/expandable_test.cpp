@@ -376,6 +376,42 @@ TEST(expandable, AFailedRangeReleaseKeepsTheEmptySegmentForTheNextPass) {
   expect_consistent(a, *dev);
 }
 
+TEST(expandable, SegmentCountsAgreeWhileARefusedFreshRangeGoesBack) {
+  // A growth that reserves a new address range and then maps nothing (the memory limit refuses
+  // it) returns the range at once. Inside that release, another thread's stats must count the
+  // range's segment allocation and free together: num_segment_allocs - num_segment_frees ==
+  // segments at every instant (issue 18: 2 allocs, 0 frees, 1 segment).
+  auto dev = make_device(1 * GiB);
+  auto hooked = std::make_shared<hooked_backend>(dev);
+  allocator a(expandable_config("memory_limit:64MiB,gc_threshold:0"), hooked);
+  void* p = a.allocate(40 * MiB, stream_n(1));  // stream 1's segment
+  int seen = 0;
+  hooked->on_release_range = [&](void*, std::size_t) {
+    const memory_stats s = a.stats();
+    EXPECT_EQ(s.num_segment_allocs, s.num_segment_frees + s.segments.all.current);
+    EXPECT_EQ(s.segments.all.allocated, s.num_segment_allocs);
+    EXPECT_EQ(s.segments.all.freed, s.num_segment_frees);
+    expect_stats_match_snapshot(a, false);
+    ++seen;
+  };
+  EXPECT_THROW(a.allocate(40 * MiB, stream_n(2)), out_of_memory);  // a fresh range for stream 2
+  EXPECT_GE(seen, 1);
+  hooked->on_release_range = nullptr;
+  expect_consistent(a, *dev);
+  // The device refuses to take such a range back: it stays as an empty segment, counted once,
+  // until a release pass returns it.
+  dev->fail_nth(sim_op::release_address_range, 1);
+  EXPECT_THROW(a.allocate(40 * MiB, stream_n(3)), backend_error);
+  EXPECT_EQ(a.stats().segments.all.current, 2u);
+  expect_consistent(a, *dev);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().segments.all.current, 1u);
+  expect_consistent(a, *dev);
+  a.deallocate(p);
+  a.empty_cache();
+  expect_consistent(a, *dev);
+}
+
 TEST(expandable, StatsAndSnapshotAgreeWhileChunksAreMappedOrUnmapped) {
   // Inside the device calls (no lock held), another thread's stats and snapshot must agree,
   // and must not count memory before it is mapped or after its unmapping began.

@@ -1,9 +1,11 @@
 // Unit tests of the sharded pointer map: insert/find/erase, deletion that keeps probe chains
-// intact, growth, and concurrent use from several threads.
+// intact, growth (outside the write section), and concurrent use from several threads, also
+// lookups racing growth in their own shard.
 #include "detail/pointer_map.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -65,6 +67,49 @@ TEST(pointer_map, ConcurrentThreadsOnDisjointKeys) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(m.size(), 0u);
+}
+
+TEST(pointer_map, GrowthAllocatesItsTableOutsideTheWriteSection) {
+  // Lookups never wait for an allocation: when growth has its bigger table allocated, the
+  // shard's sequence is still even (lookups of that shard go on).
+  static std::vector<bool> writing;
+  writing.clear();
+  pointer_map m;
+  block node;
+  pointer_map::grow_hook.store(
+      [](const pointer_map& map, std::uintptr_t addr) { writing.push_back(map.writing(addr)); });
+  const std::uintptr_t region = std::uintptr_t{7} << 21;  // one 2 MiB region: one shard
+  for (std::uintptr_t i = 0; i < 200; ++i) m.insert(region + i * 256, &node);
+  pointer_map::grow_hook.store(nullptr);
+  ASSERT_GE(writing.size(), 2u) << "the shard did not grow";
+  for (const bool w : writing) EXPECT_FALSE(w) << "the table was allocated inside a write section";
+  for (std::uintptr_t i = 0; i < 200; ++i) ASSERT_EQ(m.find(region + i * 256), &node);
+}
+
+TEST(pointer_map, LookupsRacingGrowthAndErasureStayExact) {
+  // One shard: a writer inserts and erases (growing the table again and again) while readers
+  // look up keys that stay present throughout, and keys that are never present.
+  pointer_map m;
+  block stay, churn;
+  const std::uintptr_t region = std::uintptr_t{9} << 21;
+  for (std::uintptr_t i = 0; i < 16; ++i) m.insert(region + i * 256, &stay);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!done.load(std::memory_order_acquire)) {
+        for (std::uintptr_t i = 0; i < 16; ++i) ASSERT_EQ(m.find(region + i * 256), &stay);
+        ASSERT_EQ(m.find(region + 8191 * 256), nullptr);
+      }
+    });
+  }
+  for (int round = 0; round < 20; ++round) {
+    for (std::uintptr_t i = 16; i < 4000; ++i) m.insert(region + i * 256, &churn);
+    for (std::uintptr_t i = 16; i < 4000; ++i) ASSERT_EQ(m.erase(region + i * 256), &churn);
+  }
+  done.store(true, std::memory_order_release);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(m.size(), 16u);
 }
 
 }  // namespace

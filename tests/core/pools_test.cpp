@@ -3,6 +3,7 @@
 // the reclaim order under pressure (lower priorities' caches, then their callbacks, then
 // failure; a higher priority's cache only above its guarantee), exact per-pool stats and peaks
 // under concurrency, the summary's pool section, and misuse.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
+#include "support/concurrent_checker.hpp"
 #include "support/invariants.hpp"
 
 namespace cachalot::testing {
@@ -282,7 +284,9 @@ TEST(pools, PerPoolPeaksAreExactUnderConcurrency) {
   constexpr int threads = 4;
   std::vector<pool_id> ids;
   for (int t = 0; t < threads; ++t) {
-    ids.push_back(r.tenant(("t" + std::to_string(t)).c_str(), 0));
+    // fmt, not "t" + std::to_string(t): GCC 12 at -O3 reports that concatenation as an
+    // overlapping memcpy (-Werror=restrict, GCC bug 105651), which broke the Release build.
+    ids.push_back(r.tenant(fmt::format("t{}", t).c_str(), 0));
     r.alloc->begin_allocate_to_pool(ids.back(), s(20 + t));
   }
   std::vector<std::thread> workers;
@@ -323,6 +327,162 @@ TEST(pools, ReleasedTenantPoolsReturnTheirMemoryAndKeepTheirStats) {
   EXPECT_EQ(r.st(t).num_allocs, 2u);
   EXPECT_EQ(r.alloc->pools()[t].references, 0u);
   expect_stats_match_snapshot(*r.alloc);
+}
+
+TEST(pools, CumulativeCountersNeverGoBackWhenAPoolRetires) {
+  // A retired pool's stream states leave it: every cumulative counter they held must stay in
+  // the pool's stats and the allocator's (issue 18: chunk maps fell from 4 to 0).
+  for (const char* conf : {"expandable_segments:1", "max_split_size:24MiB"}) {
+    SCOPED_TRACE(conf);
+    rig r(conf);
+    const pool_id t = r.tenant("t", 0);
+    void* big = r.alloc->allocate(40 * MiB, s(1), t);  // oversize with max_split_size
+    void* small = r.alloc->allocate(KiB, s(1), t);
+    r.dev->hold_stream(s(2));
+    r.alloc->record_stream(small, s(2));
+    r.alloc->deallocate(small);  // deferred: waits for s(2)
+    r.dev->release_stream(s(2));
+    r.alloc->process_events();
+    r.alloc->deallocate(big);
+    const memory_stats before = r.alloc->stats();
+    const memory_stats pool_before = r.st(t);
+    EXPECT_GT(pool_before.num_deferred_frees, 0u);
+    EXPECT_GT(pool_before.num_chunk_maps + pool_before.num_oversize_allocs, 0u);
+    r.alloc->release_pool(t);  // nothing live: its memory goes back and it retires at once
+    const memory_stats after = r.alloc->stats();
+    const memory_stats pool_after = r.st(t);
+    EXPECT_EQ(pool_after.num_streams, 0u) << "the pool did not retire";
+    EXPECT_EQ(pool_after.segments.all.current, 0u);
+    EXPECT_EQ(detail_cc::check_pair(before, after, false, true), "");
+    EXPECT_EQ(detail_cc::check_pair(pool_before, pool_after, false, false), "");
+    EXPECT_EQ(pool_after.num_chunk_maps, pool_before.num_chunk_maps);
+    EXPECT_EQ(pool_after.num_chunk_unmaps,
+              pool_before.num_chunk_unmaps + after.num_chunk_unmaps - before.num_chunk_unmaps);
+    // The stream's state serves another pool from zero; the retired pool keeps its counts.
+    const pool_id u = r.tenant("u", 0);
+    r.alloc->deallocate(r.alloc->allocate(KiB, s(1), u));
+    EXPECT_EQ(r.st(u).num_allocs, 1u);
+    EXPECT_EQ(r.st(t).num_allocs, pool_before.num_allocs);
+    EXPECT_EQ(detail_cc::check_pair(pool_after, r.st(t), false, false), "");
+    expect_stats_match_snapshot(*r.alloc);
+    expect_device_matches(*r.alloc, *r.dev);
+  }
+}
+
+TEST(pools, NumStreamsCountsStreamsNotPoolStates) {
+  rig r("");
+  const pool_id t = r.tenant("t", 0);
+  void* a = r.alloc->allocate(KiB, s(1));
+  void* b = r.alloc->allocate(KiB, s(1), t);  // the same stream in a second pool
+  void* c = r.alloc->allocate(KiB, s(2), t);
+  EXPECT_EQ(r.alloc->stats().num_streams, 2u);
+  EXPECT_EQ(r.st(t).num_streams, 2u);
+  EXPECT_EQ(r.st(default_pool).num_streams, 1u);
+  for (void* p : {a, b, c}) r.alloc->deallocate(p);
+  r.alloc->release_pool(t);  // retires: its states leave it, the streams stay seen
+  EXPECT_EQ(r.st(t).num_streams, 0u);
+  EXPECT_EQ(r.alloc->stats().num_streams, 2u);
+  expect_stats_match_snapshot(*r.alloc);
+}
+
+TEST(pools, AGuaranteeHoldsWhenSegmentsAreCarvedFromTheReserve) {
+  // Growth carves the reserve first: a carve must leave other pools' guarantees as much room
+  // as a device allocation does (issue 18: the guaranteed pool was refused its first 20 MiB).
+  rig r("memory_limit:64MiB,reserve:64MiB,gc_threshold:0");
+  const pool_id guaranteed = r.tenant("guaranteed", 0, 0, 32 * MiB);
+  const pool_id other = r.tenant("other", 1);  // a higher priority changes nothing
+  void* o1 = r.alloc->allocate(20 * MiB, s(1), other);
+  EXPECT_THROW((void)r.alloc->allocate(20 * MiB, s(1), other), out_of_memory);  // 40 + 32 > 64
+  EXPECT_THROW((void)r.alloc->allocate(20 * MiB, s(3)), out_of_memory);         // the default pool
+  void* g1 = r.alloc->allocate(20 * MiB, s(2), guaranteed);
+  void* g2 = r.alloc->allocate(20 * MiB, s(2), guaranteed);  // beyond its guarantee: room is left
+  EXPECT_EQ(r.st(guaranteed).reserved_bytes.all.current, 40 * MiB);
+  EXPECT_EQ(r.st(other).reserved_bytes.all.peak, 20 * MiB);
+  EXPECT_EQ(r.dev->counters().segment_allocs, 1u) << "everything carved from the reserve";
+  for (void* p : {o1, g1, g2}) r.alloc->deallocate(p);
+  expect_stats_match_snapshot(*r.alloc);
+}
+
+TEST(pools, AReclaimCallbackInsideAnOomRetrySeesOnlyCachalotErrors) {
+  // The retry the out-of-memory callback asks for calls the reclaim callbacks again; an
+  // allocation they make that fails must fail with out_of_memory, never with the engine's
+  // private retry signal (issue 18: std::terminate in a noexcept callback).
+  rig r("memory_limit:80MiB,gc_threshold:0");
+  allocator* a = r.alloc.get();
+  int calls = 0, ooms = 0, others = 0;
+  pool_id low = default_pool;
+  low = r.tenant("low", -1, 0, 0, [&](pool_id, std::size_t) -> std::size_t {
+    ++calls;
+    try {
+      (void)a->allocate(40 * MiB, s(9), low);
+      ADD_FAILURE() << "allocated over the limit";
+    } catch (const out_of_memory&) {
+      ++ooms;
+    } catch (...) {
+      ++others;
+    }
+    return 0;
+  });
+  const pool_id high = r.tenant("high", 1);
+  void* p = r.alloc->allocate(40 * MiB, s(1), low);
+  void* q = r.alloc->allocate(40 * MiB, s(1), low);
+  int retries_asked = 0;
+  a->set_oom_callback([&](std::size_t, stream_t st) { return st == s(2) && ++retries_asked == 1; },
+                      1);
+  EXPECT_THROW((void)r.alloc->allocate(40 * MiB, s(2), high), out_of_memory);
+  EXPECT_EQ(retries_asked, 1);
+  EXPECT_EQ(calls, 2);  // the first pass and the retry
+  EXPECT_EQ(ooms, 2);
+  EXPECT_EQ(others, 0);
+  r.alloc->deallocate(p);
+  r.alloc->deallocate(q);
+  expect_stats_match_snapshot(*r.alloc);
+}
+
+/// A reclaim callback's work: frees the last of `live` (40 MiB blocks); the bytes freed.
+std::size_t free_last(allocator& a, std::vector<void*>& live) {
+  if (live.empty()) return 0;
+  a.deallocate(live.back());
+  live.pop_back();
+  return 40 * MiB;
+}
+
+TEST(pools, AReclaimCallbackOfOneAllocatorLetsAnotherRunItsOwn) {
+  // An allocator's reclaim callback that moves work to another allocator under pressure: the
+  // second allocator's own reclaim callbacks still run (only the first one's are suspended).
+  rig ra("memory_limit:80MiB,gc_threshold:0");
+  rig rb("memory_limit:80MiB,gc_threshold:0");
+  std::vector<void*> b_live;
+  int b_calls = 0;
+  const pool_id b_low = rb.tenant("low", -1, 0, 0, [&](pool_id, std::size_t) -> std::size_t {
+    ++b_calls;
+    return free_last(*rb.alloc, b_live);
+  });
+  const pool_id b_high = rb.tenant("high", 1);
+  for (int i = 0; i < 2; ++i) b_live.push_back(rb.alloc->allocate(40 * MiB, s(1), b_low));
+  std::vector<void*> a_live;
+  void* moved = nullptr;
+  int a_calls = 0;
+  const pool_id a_low = ra.tenant("low", -1, 0, 0, [&](pool_id, std::size_t) -> std::size_t {
+    ++a_calls;
+    try {
+      moved = rb.alloc->allocate(40 * MiB, s(3), b_high);  // b is full: b must reclaim
+    } catch (const out_of_memory&) {
+    }
+    return free_last(*ra.alloc, a_live);
+  });
+  const pool_id a_high = ra.tenant("high", 1);
+  for (int i = 0; i < 2; ++i) a_live.push_back(ra.alloc->allocate(40 * MiB, s(1), a_low));
+  void* p = ra.alloc->allocate(40 * MiB, s(4), a_high);
+  EXPECT_EQ(a_calls, 1);
+  EXPECT_EQ(b_calls, 1);
+  EXPECT_NE(moved, nullptr);
+  ra.alloc->deallocate(p);
+  for (void* x : a_live) ra.alloc->deallocate(x);
+  for (void* x : b_live) rb.alloc->deallocate(x);
+  if (moved != nullptr) rb.alloc->deallocate(moved);
+  expect_stats_match_snapshot(*ra.alloc);
+  expect_stats_match_snapshot(*rb.alloc);
 }
 
 TEST(pools, TheSummaryHasAPoolSection) {

@@ -1,9 +1,15 @@
 // Long randomized sequences of every operation on the simulated device, with host backing so
 // that contents are checked: after every step the stats must equal the snapshot sums and the
 // device must hold exactly the reserved segments and mapped chunks (fixed and expandable
-// segments).
+// segments, thread-cache lanes, tenant pools and the reserve, in the configurations where they
+// combine). All along, a concurrent_checker (support/concurrent_checker.hpp) reads the stats,
+// the pools' stats and snapshots from another thread and checks what must hold in every read
+// and between reads; peaks are reset through it now and then, and right after a reset every
+// peak must equal its current value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -11,6 +17,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
+#include "support/concurrent_checker.hpp"
 #include "support/invariants.hpp"
 
 namespace cachalot::testing {
@@ -51,20 +58,54 @@ std::size_t random_size(std::mt19937_64& rng) {
   }
 }
 
-void run(const std::string& conf, std::uint64_t seed, int steps) {
+/// Every peak of `s` equals its current value (right after a reset, nothing changed since).
+void expect_peaks_at_current(const memory_stats& s, const std::string& who) {
+  for (const detail_cc::group& g : detail_cc::groups) {
+    for (const detail_cc::size_class& c : detail_cc::classes) {
+      const stat& st = s.*g.field.*c.field;
+      EXPECT_EQ(st.peak, st.current) << who << g.name << " (" << c.name << ") after a reset";
+    }
+  }
+}
+
+/// What a run uses besides its config string.
+struct run_options {
+  bool pools = false;    ///< tenant pools (limits, a guarantee, priorities), created and released
+  bool reserve = false;  ///< the config has a reserve: the device holds it besides the segments
+};
+
+void run(const std::string& conf, std::uint64_t seed, int steps, run_options ro = {}) {
   sim_options o;
   o.capacity = 512 * MiB;
   o.host_backing = true;
   auto dev = std::make_shared<simulated_device>(o);
   allocator a(config::parse(conf), dev);
+  checker_options co;
+  co.pause = std::chrono::microseconds(100);
+  co.capacity = o.capacity;
+  concurrent_checker watch(a, co);
   std::mt19937_64 rng(seed);
   std::vector<live_block> live;
+  std::vector<pool_id> tenants;  // live tenant pools
+  const auto new_tenant = [&] {
+    pool_options po;
+    po.priority = static_cast<int>(rng() % 3) - 1;
+    if (rng() % 2 == 0) po.limit = 96 * MiB + rng() % 4 * 32 * MiB;
+    if (rng() % 3 == 0) po.guarantee = 32 * MiB;
+    tenants.push_back(a.create_pool(po));
+  };
+  if (ro.pools) {
+    for (int i = 0; i < 3; ++i) new_tenant();
+  }
   for (int step = 0; step < steps; ++step) {
     const auto op = static_cast<unsigned>(rng() % 100);
     if (op < 45 || live.empty()) {
       const std::size_t n = random_size(rng);
+      const stream_t st = s(1 + static_cast<int>(rng() % 3));
       try {
-        auto* p = static_cast<unsigned char*>(a.allocate(n, s(1 + static_cast<int>(rng() % 3))));
+        const std::size_t k = ro.pools ? rng() % (tenants.size() + 1) : 0;
+        auto* p = static_cast<unsigned char*>(k == 0 ? a.allocate(n, st)
+                                                     : a.allocate(n, st, tenants[k - 1]));
         live.push_back({p, n, static_cast<unsigned char>(step)});
         fill(live.back());
       } catch (const out_of_memory&) {
@@ -79,24 +120,37 @@ void run(const std::string& conf, std::uint64_t seed, int steps) {
       }
       live[k] = live.back();
       live.pop_back();
-    } else if (op < 92) {
+    } else if (op < 91) {
       a.record_stream(live[rng() % live.size()].ptr, s(1 + static_cast<int>(rng() % 4)));
-    } else if (op < 95) {
+    } else if (op < 94) {
       const int st = 1 + static_cast<int>(rng() % 4);
       if (dev->is_held(s(st))) {
         dev->release_stream(s(st));
       } else {
         dev->hold_stream(s(st));
       }
-    } else if (op < 97) {
+    } else if (op < 96) {
       a.process_events();
-    } else if (op < 98) {
+    } else if (op < 97) {
       a.empty_cache();
-    } else {
+    } else if (op < 98) {
       a.trim(rng() % (256 * MiB));
+    } else if (op < 99) {
+      watch.reset_peak_stats();
+      expect_peaks_at_current(a.stats(), "");
+      for (const pool_info& p : a.pools()) {
+        expect_peaks_at_current(a.stats(p.id), "pool " + std::to_string(p.id) + ": ");
+      }
+    } else if (ro.pools && !tenants.empty()) {  // a pool goes (its live blocks stay), another comes
+      const std::size_t k = rng() % tenants.size();
+      a.release_pool(tenants[k]);
+      tenants.erase(tenants.begin() + static_cast<std::ptrdiff_t>(k));
+      new_tenant();
     }
     expect_stats_match_snapshot(a);
-    expect_device_matches(a, *dev);
+    if (!ro.reserve) {
+      expect_device_matches(a, *dev);
+    }
     if (::testing::Test::HasFailure()) {
       FAIL() << "invariants broken at step " << step << " (seed " << seed << ")";
     }
@@ -107,11 +161,14 @@ void run(const std::string& conf, std::uint64_t seed, int steps) {
   }
   for (int st = 1; st <= 4; ++st) dev->release_stream(s(st));
   a.empty_cache();
+  watch.stop();
+  EXPECT_TRUE(watch.ok()) << watch.report();
+  EXPECT_GT(watch.rounds(), 0u);
   const memory_stats end = a.stats();
   EXPECT_EQ(end.reserved_bytes.all.current, 0u);
   EXPECT_EQ(end.active_bytes.all.current, 0u);
   EXPECT_EQ(end.requested_bytes.all.current, 0u);
-  EXPECT_EQ(dev->counters().live_segments, 0u);
+  EXPECT_EQ(dev->counters().live_segments, ro.reserve ? 1u : 0u);
   EXPECT_EQ(dev->counters().live_chunks, 0u);
   EXPECT_EQ(dev->counters().live_ranges, 0u);
 }
@@ -139,6 +196,24 @@ TEST(randomized, ExpandableTightMemoryLimit) {
 }
 TEST(randomized, ExpandableChecked) {
   run("expandable_segments:1,debug:1", 8, 500);  // poisoning: 40 MiB blocks
+}
+
+// Tenant pools (released and replaced as the run goes), the reserve, and both with expandable
+// segments or the thread cache's lanes (on by default; reserve refuses expandable segments).
+TEST(randomized, TenantPools) {
+  run("memory_limit:448MiB", 9, 5000, {true, false});
+}
+TEST(randomized, ExpandableTenantPools) {
+  run("expandable_segments:1,memory_limit:448MiB", 10, 5000, {true, false});
+}
+TEST(randomized, Reserve) {
+  run("reserve:192MiB,memory_limit:448MiB", 11, 5000, {false, true});
+}
+TEST(randomized, ReserveTenantPools) {
+  run("reserve:192MiB,memory_limit:448MiB", 12, 5000, {true, true});
+}
+TEST(randomized, NoThreadCache) {
+  run("thread_cache:0", 13, 4000);
 }
 
 }  // namespace

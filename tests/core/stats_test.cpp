@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "cachalot/allocator.hpp"
@@ -201,6 +202,35 @@ TEST(peaks, ConcurrentStreamsNeverExceedOrMissThePeak) {
   EXPECT_EQ(s.allocated_bytes.all.current, 0u);
   EXPECT_EQ(s.num_allocs, 2u * threads * 5000);
   expect_stats_match_snapshot(*a);
+}
+
+// PyTorch's names (torch.cuda.memory_stats() keys, as the Python package's dict) are aliases of
+// the fields: same objects, same values, and the struct keeps its layout and copy semantics.
+TEST(stats_names, PyTorchNamesAliasTheFields) {
+  static_assert(std::is_aggregate_v<memory_stats> && std::is_trivially_copyable_v<memory_stats>);
+  static_assert(std::is_aggregate_v<pool_stats> && std::is_trivially_copyable_v<pool_stats>);
+  static_assert(sizeof(pool_stats) == 3 * sizeof(stat));
+  auto a = make("caching:1");
+  void* small = a->allocate(KiB);
+  void* large = a->allocate(30 * MiB);
+  a->deallocate(small);
+  a->empty_cache();
+  memory_stats s = a->stats();
+  const memory_stats& c = s;
+  EXPECT_EQ(&s.reserved_bytes.small_pool(), &s.reserved_bytes.small);
+  EXPECT_EQ(&c.reserved_bytes.large_pool(), &c.reserved_bytes.large);
+  EXPECT_EQ(&s.allocation(), &s.allocations);
+  EXPECT_EQ(&c.segment(), &c.segments);
+  EXPECT_EQ(&s.num_device_alloc(), &s.num_segment_allocs);
+  EXPECT_EQ(&s.num_device_free(), &s.num_segment_frees);
+  EXPECT_EQ(c.allocation().large_pool().current, 1u);
+  EXPECT_EQ(c.allocation().small_pool().allocated, 1u);
+  EXPECT_EQ(c.segment().small_pool().freed, 1u);
+  EXPECT_EQ(c.num_device_alloc(), 2u);
+  EXPECT_EQ(c.num_device_free(), 1u);
+  s.num_device_free() = 7;  // writable where the struct is
+  EXPECT_EQ(s.num_segment_frees, 7u);
+  a->deallocate(large);
 }
 
 }  // namespace

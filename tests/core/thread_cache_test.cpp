@@ -2,7 +2,8 @@
 // stats and come back to that thread; several threads on one stream keep every invariant;
 // threads that exit leave nothing unaccounted; empty_cache, trim and the out-of-memory path
 // take back what lanes hold, from any thread; an allocator destroyed while a thread still has
-// blocks in its lanes is no hazard; the config keys switch it off and size it.
+// blocks in its lanes is no hazard; no reader sees a block a lane evicts counted as allocated;
+// a lane drained while cold comes back; the config keys switch it off and size it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
+#include "detail/thread_cache.hpp"
 #include "support/invariants.hpp"
 
 namespace cachalot::testing {
@@ -310,6 +312,63 @@ TEST(thread_cache, SeveralThreadsOnOneStreamKeepEveryInvariant) {
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
   expect_device_matches(a, *dev);
+}
+
+TEST(thread_cache, NoReaderSeesABlockALaneEvictsAsAllocated) {
+  // A lane of one block: the free of q evicts p (freed long before) for its stream to free.
+  // A reader at the eviction (the test hook runs where a racing stats() or snapshot() would,
+  // once the lane is unlocked) sees q's free done or not yet, but never p allocated again.
+  allocator a(config::parse("backend:simulated,capacity:1GiB,thread_cache:1"));
+  void* p = a.allocate(4 * KiB, s(1));
+  void* q = a.allocate(8 * KiB, s(1));
+  a.deallocate(p);  // into the lane
+  struct reader {
+    allocator* a;
+    std::vector<std::uint64_t> allocated;  // by stats(), then by snapshot()
+  } seen{&a, {}};
+  detail::tc_evict_hook_arg.store(&seen);
+  detail::tc_evict_hook.store([](void* arg) {
+    auto* r = static_cast<reader*>(arg);
+    r->allocated.push_back(r->a->stats().allocated_bytes.all.current);
+    r->allocated.push_back(sum_snapshot(r->a->snapshot()).allocated[2]);
+  });
+  a.deallocate(q);  // the lane is full: p is evicted
+  detail::tc_evict_hook.store(nullptr);
+  ASSERT_EQ(seen.allocated.size(), 2u) << "no eviction";
+  for (const std::uint64_t bytes : seen.allocated) {
+    EXPECT_TRUE(bytes == 0 || bytes == 8 * KiB)
+        << bytes << " B allocated: the evicted 4 KiB block was counted as allocated again";
+  }
+  EXPECT_EQ(a.stats().allocated_bytes.all.current, 0u);
+  expect_stats_match_snapshot(a);
+}
+
+TEST(thread_cache, ALaneDrainedWhileColdComesBack) {
+  // The calling thread's lane on stream 1 goes cold (32 lookups in a row miss its one 512 B
+  // block; no growth, which would drain it), and empty_cache drains it during its cold
+  // period. The cold period still ends: after it the lane keeps freed blocks apart again
+  // (without the lane they coalesce in the stream).
+  allocator a(config{}, device());
+  void* tiny = a.allocate(512, s(1));
+  std::vector<void*> held;
+  held.push_back(a.allocate(KiB, s(1)));  // (the segment stays live through empty_cache)
+  a.deallocate(tiny);                     // into the lane
+  for (int i = 0; i < 32; ++i) held.push_back(a.allocate(KiB, s(1)));  // 32 misses: cold
+  a.empty_cache();  // drains the lane: empty now, and cold for 64 allocations
+  for (int i = 0; i < 100; ++i) held.push_back(a.allocate(KiB, s(1)));  // (the cold period)
+  void* x = a.allocate(KiB, s(1));
+  void* y = a.allocate(KiB, s(1));
+  void* z = a.allocate(KiB, s(1));
+  ASSERT_EQ(static_cast<char*>(y), static_cast<char*>(x) + KiB);
+  ASSERT_EQ(static_cast<char*>(z), static_cast<char*>(y) + KiB);
+  a.deallocate(y);  // into the lane, both, kept apart; in the stream they join the free rest
+  a.deallocate(z);
+  void* w = a.allocate(2 * KiB, s(1));  // no lane block fits: from the free rest, after z
+  EXPECT_EQ(static_cast<char*>(w), static_cast<char*>(z) + KiB)
+      << "the lane refused the frees: it stayed cold after the drain";
+  for (void* p : {x, w}) a.deallocate(p);
+  for (void* p : held) a.deallocate(p);
+  expect_stats_match_snapshot(a);
 }
 
 TEST(thread_cache, ConfigKeys) {

@@ -1,7 +1,8 @@
 // The ABI of libcachalot.so as a framework sees it: the library is dlopen()ed (never linked),
 // every C entry point and hook resolves with dlsym, the dynamic symbol table defines nothing
-// but cachalot_ symbols, and the DT_NEEDED list names only the C/C++ runtime (no libcudart, no
-// libcuda, no libfmt: the CUDA driver is loaded at run time, fmt is header-only). The library
+// but cachalot_ symbols, and the DT_NEEDED list and the version requirements name only the C
+// library (no libstdc++ or libgcc_s: both are linked in; no libcudart, no libcuda, no libfmt:
+// the CUDA driver is loaded at run time, fmt is header-only). The library
 // path is the built one unless CACHALOT_LIBRARY names another (for a carried build on another
 // machine). This process points CACHALOT_CUDA_DRIVER at a library that does not exist, so that
 // the CUDA backend's failure to find a driver can be seen through the C API on any machine.
@@ -73,10 +74,11 @@ const char* const kEntryPoints[] = {
     "cachalot_default_memory_snapshot",
 };
 
-// The dynamic symbols and DT_NEEDED entries of an ELF64 shared object.
+// The dynamic symbols, DT_NEEDED entries and version requirements of an ELF64 shared object.
 struct dynamic_info {
-  std::vector<std::string> defined;  // defined global/weak symbols of .dynsym
-  std::vector<std::string> needed;   // DT_NEEDED library names
+  std::vector<std::string> defined;   // defined global/weak symbols of .dynsym
+  std::vector<std::string> needed;    // DT_NEEDED library names
+  std::vector<std::string> versions;  // .gnu.version_r: "libc.so.6 GLIBC_2.34", one per version
 };
 
 dynamic_info read_dynamic_info(const std::string& path) {
@@ -116,6 +118,22 @@ dynamic_info read_dynamic_info(const std::string& path) {
         Elf64_Dyn dyn;
         std::memcpy(&dyn, file.data() + sh.sh_offset + k * sizeof(Elf64_Dyn), sizeof dyn);
         if (dyn.d_tag == DT_NEEDED) info.needed.push_back(string_at(strtab, dyn.d_un.d_val));
+      }
+    } else if (sh.sh_type == SHT_GNU_verneed) {
+      const Elf64_Shdr strtab = section(sh.sh_link);
+      std::size_t at = sh.sh_offset;
+      for (std::size_t k = 0; k < sh.sh_info; ++k) {
+        Elf64_Verneed need;
+        std::memcpy(&need, file.data() + at, sizeof need);
+        std::size_t aux_at = at + need.vn_aux;
+        for (std::size_t v = 0; v < need.vn_cnt; ++v) {
+          Elf64_Vernaux aux;
+          std::memcpy(&aux, file.data() + aux_at, sizeof aux);
+          info.versions.push_back(string_at(strtab, need.vn_file) + " " +
+                                  string_at(strtab, aux.vna_name));
+          aux_at += aux.vna_next;
+        }
+        at += need.vn_next;
       }
     }
   }
@@ -178,11 +196,19 @@ TEST(SharedLibraryElf, ExportsOnlyCachalotSymbols) {
   }
 }
 
-TEST(SharedLibraryElf, NeedsOnlyTheSystemRuntime) {
+// libstdc++ and libgcc are linked in (src/CMakeLists.txt): the library needs only the C
+// library, so that it loads in processes whose libstdc++ is older than the one it was built
+// with (conda, PyTorch environments: GCC 12's libstdc++ needs GLIBCXX_3.4.30, which they lack;
+// tests/shared_library loads it beside such a one).
+TEST(SharedLibraryElf, NeedsOnlyTheCLibrary) {
+  if (!CACHALOT_STATIC_LIBSTDCXX) {
+    GTEST_SKIP() << "SKIPPED: built where the compiler has no static libstdc++ (CMake warned): "
+                    "libcachalot.so needs its libstdc++.so.6";
+  }
   const dynamic_info info = read_dynamic_info(library_path());
   ASSERT_FALSE(info.needed.empty());
-  const char* const allowed[] = {"libc.so",  "libstdc++.so", "libm.so",       "libgcc_s.so",
-                                 "ld-linux", "libdl.so",     "libpthread.so", "librt.so"};
+  const char* const allowed[] = {"libc.so",  "libm.so",       "ld-linux",
+                                 "libdl.so", "libpthread.so", "librt.so"};
   for (const std::string& lib : info.needed) {
     bool ok = false;
     for (const char* prefix : allowed) ok = ok || lib.rfind(prefix, 0) == 0;
@@ -190,6 +216,22 @@ TEST(SharedLibraryElf, NeedsOnlyTheSystemRuntime) {
     EXPECT_EQ(lib.find("cudart"), std::string::npos) << lib;
     EXPECT_EQ(lib.find("libcuda"), std::string::npos) << lib;
     EXPECT_EQ(lib.find("fmt"), std::string::npos) << lib;
+  }
+}
+
+TEST(SharedLibraryElf, RequiresNoCxxRuntimeVersion) {
+  if (!CACHALOT_STATIC_LIBSTDCXX) {
+    GTEST_SKIP() << "SKIPPED: built where the compiler has no static libstdc++ (CMake warned): "
+                    "libcachalot.so needs its libstdc++.so.6";
+  }
+  const dynamic_info info = read_dynamic_info(library_path());
+  ASSERT_FALSE(info.versions.empty()) << "no version requirements read from " << library_path();
+  for (const std::string& v : info.versions) {
+    const std::string version = v.substr(v.find(' ') + 1);
+    EXPECT_EQ(version.rfind("GLIBC_", 0), 0u) << "requires " << v;
+    EXPECT_EQ(v.find("GLIBCXX"), std::string::npos) << v;
+    EXPECT_EQ(v.find("CXXABI"), std::string::npos) << v;
+    EXPECT_EQ(v.find("GCC_"), std::string::npos) << v;
   }
 }
 

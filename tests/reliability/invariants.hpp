@@ -134,13 +134,16 @@ inline std::string check_memory_pools(const allocator& a, const memory_snapshot&
 }
 }  // namespace detail_inv
 
-/// Checks every invariant of the file comment. `live` maps pointers the caller holds to the
-/// size it asked for; `device` may be null (no device checks).
-inline std::string check_invariants(const allocator& a, const simulated_device* device,
-                                    const std::unordered_map<void*, std::size_t>& live) {
+/// Checks every invariant of the file comment, against `s` and `snap`, a stats() and a
+/// snapshot() of `a` taken with nothing in between (a caller that checks more of them reads
+/// them once). `live` maps pointers the caller holds to the size it asked for; `device` may be
+/// null (no device checks). `with_pools` false leaves out the memory pools' stats (a fuzzer
+/// checks them every few operations, where the allocator has only its default pool).
+inline std::string check_invariants(const allocator& a, const memory_stats& s,
+                                    const memory_snapshot& snap, const simulated_device* device,
+                                    const std::unordered_map<void*, std::size_t>& live,
+                                    bool with_pools = true) {
   using namespace detail_inv;
-  const memory_stats s = a.stats();
-  const memory_snapshot snap = a.snapshot();
   pool_sums pools[pool_count];
   std::uint64_t pending = 0, free_blocks = 0, largest = 0;
   for (const segment_info& seg : snap.segments) {
@@ -167,7 +170,9 @@ inline std::string check_invariants(const allocator& a, const simulated_device* 
     std::string e = compare(what, stat, sum);
     if (!e.empty()) return e;
   }
-  if (std::string e = check_memory_pools(a, snap); !e.empty()) return e;
+  if (with_pools) {
+    if (std::string e = check_memory_pools(a, snap); !e.empty()) return e;
+  }
   if (device != nullptr) {
     const sim_counters c = device->counters();
     for (auto [what, stat, sum] :
@@ -187,6 +192,13 @@ inline std::string check_invariants(const allocator& a, const simulated_device* 
     requested += size;
   }
   return compare("requested vs caller's live sizes", s.requested_bytes.all.current, requested);
+}
+
+/// check_invariants on a stats() and a snapshot() read now.
+inline std::string check_invariants(const allocator& a, const simulated_device* device,
+                                    const std::unordered_map<void*, std::size_t>& live) {
+  const memory_stats s = a.stats();
+  return check_invariants(a, s, a.snapshot(), device, live);
 }
 
 }  // namespace cachalot::testing

@@ -203,6 +203,38 @@ std::vector<trace_line> read_trace(const std::string& path) {
   return out;
 }
 
+TEST(races, PoolsCreatedWhileAReleasedPoolDrains) {
+  // Every cache miss, trim and empty_cache drains released pools; create_pool may meanwhile
+  // grow the pool list. ThreadSanitizer (and AddressSanitizer, when a read hits the old list)
+  // reported the unlocked read of the default pool there (issue 18). Between two drains the
+  // drainer works on the hot path (no lock that create_pool takes), so that the list's
+  // reallocations land in the window between its last locked access and the next drain.
+  auto sim = std::make_shared<simulated_device>();
+  allocator a(config::parse("backend:simulated"), sim);
+  const pool_id dying = a.create_pool(pool_options{});
+  void* live = a.allocate(KiB, stream_n(1), dying);
+  a.release_pool(dying);  // released, not retired: its block is live
+  std::atomic<bool> stop{false};
+  std::atomic<int> drains{0};
+  std::thread drainer([&] {
+    while (!stop.load()) {
+      for (int i = 0; i < 64; ++i) a.deallocate(a.allocate(KiB, stream_n(2)));
+      (void)a.trim(SIZE_MAX);  // drains released pools, releases nothing else
+      ++drains;
+    }
+  });
+  while (drains.load() == 0) std::this_thread::yield();
+  for (int i = 0; i < 4096; ++i) (void)a.create_pool(pool_options{});
+  stop = true;
+  drainer.join();
+  EXPECT_GT(drains.load(), 1);
+  a.deallocate(live);
+  a.trim(0);  // drains it: retired
+  EXPECT_EQ(a.stats(dying).reserved_bytes.all.current, 0u);
+  EXPECT_EQ(a.stats(dying).num_streams, 0u);
+  expect_stats_match_snapshot(a);
+}
+
 TEST(races, ATraceOfAThreadedRunIsInOwnershipOrder) {
   // Threads on one stream allocate and free the same few sizes, so that an address freed by
   // one is at once handed to another. The trace must never allocate a live address nor free

@@ -5,8 +5,11 @@
 // held back and released at random, record_stream marks cross-stream use, and process_events,
 // trim and empty_cache run concurrently; record_stream is also called on blocks in the mailbox,
 // which another thread may be freeing at that moment (it must succeed or fail cleanly). A
-// monitor thread reads the stats all along: no value may exceed what the device can hold or
-// break the relations between quantities. With --trace every operation is recorded and the
+// concurrent checker (tests/support/concurrent_checker.hpp) reads the stats, the pools' stats
+// and snapshots all along, resetting the peaks now and then: no value may exceed what the
+// device can hold, and every invariant of one read and between reads must hold (peaks reached
+// by some state, cumulative values never going back, segment and allocation counts agreeing,
+// pools adding up to the allocator). With --trace every operation is recorded and the
 // trace checked at the end to be in ownership order (no address allocated twice without a
 // free between, no free of an address that is not live). Threads are torn down and re-created
 // every round; blocks survive rounds in the mailbox. Checked before every free: the stamp is
@@ -15,9 +18,13 @@
 // invariants.hpp). At the end everything is freed and the device must be empty.
 //
 // Usage: cachalot_stress [--long] [--threads N] [--rounds N] [--ops N] [--seed N] [--checked]
-//                        [--expandable] [--trace FILE]
+//                        [--expandable] [--pools] [--reserve MIB] [--trace FILE]
 // --expandable runs with expandable segments: growth maps chunks and trim/empty_cache unmap
-// them while other threads allocate and free in the same segments.
+// them while other threads allocate and free in the same segments. --pools adds three tenant
+// pools (a limit, a guarantee, three priorities) that half of each thread's own-stream
+// allocations go to; between rounds one of them is released (its blocks live on in the
+// mailbox) and a new one created. --reserve takes a reserve of MIB MiB at start (not with
+// --expandable, which it refuses). The thread cache's lanes are on unless --checked.
 // Short mode (default) fits CI (< 30 s); --long runs 20x longer. Exit status 0 on success.
 #include <atomic>
 #include <chrono>
@@ -34,6 +41,7 @@
 
 #include "cachalot/cachalot.hpp"
 #include "reliability/invariants.hpp"
+#include "support/concurrent_checker.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 #define CACHALOT_STRESS_TSAN 1
@@ -65,7 +73,9 @@ struct options {
   std::uint64_t seed = 1;
   bool checked = false;
   bool expandable = false;  // expandable segments (chunks mapped and unmapped concurrently)
-  std::string trace;        // trace file, checked at the end ("": no trace)
+  bool pools = false;       // tenant pools, one replaced each round
+  std::size_t reserve_mib = 0;
+  std::string trace;  // trace file, checked at the end ("": no trace)
 };
 
 struct item {
@@ -75,7 +85,7 @@ struct item {
 };
 
 struct counters {
-  std::atomic<std::uint64_t> ops{0}, allocs{0}, frees{0}, handoffs{0}, holds{0};
+  std::atomic<std::uint64_t> ops{0}, allocs{0}, frees{0}, handoffs{0}, holds{0}, ooms{0};
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -134,19 +144,19 @@ class stress {
     config cfg;
     cfg.debug = o.checked;
     cfg.expandable_segments = o.expandable;
+    cfg.reserve = o.reserve_mib * MiB;
     cfg.trace_file = o.trace;
     a_ = std::make_unique<allocator>(cfg, sim_);
+    for (int i = 0; o.pools && i < 3; ++i) new_pool(i);
   }
 
   void run() {
     const auto start = std::chrono::steady_clock::now();
-    std::atomic<bool> stop{false};
-    std::thread monitor([&] {
-      while (!stop.load(std::memory_order_acquire)) {
-        check_stats_sane(a_->stats());  // takes every stream lock: leave the workers room
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-    });
+    testing::checker_options co;
+    co.pause = std::chrono::microseconds(200);  // takes every stream lock: leave the workers room
+    co.reset_every = 32;
+    co.capacity = sim_->options().capacity;
+    auto watch = std::make_unique<testing::concurrent_checker>(*a_, co);
     for (unsigned r = 0; r < opt_.rounds; ++r) {
       std::vector<std::thread> threads;
       for (unsigned t = 0; t < opt_.threads; ++t) {
@@ -154,9 +164,15 @@ class stress {
       }
       for (std::thread& th : threads) th.join();
       check_quiescent("after round " + std::to_string(r));
+      if (opt_.pools) {  // threads are stopped: the pool list may change
+        a_->release_pool(pools_[r % pools_.size()]);
+        new_pool(static_cast<int>(r % pools_.size()));
+      }
     }
-    stop.store(true, std::memory_order_release);
-    monitor.join();
+    watch->stop();
+    if (!watch->ok()) fail("the concurrent checker: " + watch->report());
+    const std::uint64_t reads = watch->rounds();
+    watch.reset();
     drain();
     if (!opt_.trace.empty()) {
       a_.reset();  // flushes the trace
@@ -166,32 +182,36 @@ class stress {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf(
         "cachalot_stress: OK: %u threads x %u rounds, %llu operations (%llu allocations, %llu "
-        "frees, %llu hand-offs, %llu stream holds) in %.1f s\n",
+        "frees, %llu hand-offs, %llu stream holds, %llu pool limits met; %llu rounds of "
+        "concurrent checks) in %.1f s\n",
         opt_.threads, opt_.rounds, static_cast<unsigned long long>(c_.ops.load()),
         static_cast<unsigned long long>(c_.allocs.load()),
         static_cast<unsigned long long>(c_.frees.load()),
         static_cast<unsigned long long>(c_.handoffs.load()),
-        static_cast<unsigned long long>(c_.holds.load()), secs);
+        static_cast<unsigned long long>(c_.holds.load()),
+        static_cast<unsigned long long>(c_.ooms.load()), static_cast<unsigned long long>(reads),
+        secs);
   }
 
  private:
   void worker(std::uint64_t seed, unsigned t) {
     std::mt19937_64 rng(seed);
     const stream_t own = stream_n(1 + t % stream_count);
+    const pool_id pool = pools_.empty() ? default_pool : pools_[t % pools_.size()];
     std::vector<item> mine;
-    for (unsigned i = 0; i < opt_.ops; ++i) operate(rng, own, mine);
+    for (unsigned i = 0; i < opt_.ops; ++i) operate(rng, own, pool, mine);
     std::lock_guard<std::mutex> lock(mailbox_mutex_);  // survivors go to the next round
     for (const item& it : mine) mailbox_.push_back(it);
     c_.ops += opt_.ops;
   }
 
-  void operate(std::mt19937_64& rng, stream_t own, std::vector<item>& mine) {
+  void operate(std::mt19937_64& rng, stream_t own, pool_id pool, std::vector<item>& mine) {
     const auto pick = [&](std::uint64_t n) { return rng() % n; };
     const stream_t any = stream_n(1 + pick(stream_count));
     const std::uint64_t op = pick(100);
     if (op < 40 || mine.empty()) {
       if (mine.size() >= 24) return release(mine, pick(mine.size()), own, any, pick(4) == 0);
-      return allocate(mine, pick, op < 30 ? own : any);
+      return allocate(mine, pick, op < 30 ? own : any, op < 15 ? pool : default_pool);
     }
     const std::size_t k = pick(mine.size());
     if (op < 60) return release(mine, k, own, any, pick(4) == 0);
@@ -208,10 +228,18 @@ class stress {
   }
 
   template <class Pick>
-  void allocate(std::vector<item>& mine, Pick& pick, stream_t stream) {
+  void allocate(std::vector<item>& mine, Pick& pick, stream_t stream, pool_id pool) {
     const std::uint64_t c = pick(100);
     const std::size_t n = 1 + (c < 80 ? pick(64 * KiB) : c < 98 ? pick(2 * MiB) : pick(16 * MiB));
-    item it{a_->allocate(n, stream), n, next_tag_.fetch_add(1, std::memory_order_relaxed)};
+    void* p = nullptr;
+    try {
+      p = pool == default_pool ? a_->allocate(n, stream) : a_->allocate(n, stream, pool);
+    } catch (const out_of_memory&) {
+      if (pool == default_pool) throw;  // only a tenant pool's limit may refuse
+      ++c_.ooms;
+      return;
+    }
+    item it{p, n, next_tag_.fetch_add(1, std::memory_order_relaxed)};
     stamp(it);
     mine.push_back(it);
     ++c_.allocs;
@@ -269,26 +297,6 @@ class stress {
     }
   }
 
-  // Checks one stats() result, read while everything runs: nothing above the device's
-  // capacity, and the relations every consistent state has.
-  void check_stats_sane(const memory_stats& s) const {
-    const std::uint64_t cap = sim_->options().capacity;
-    if (s.reserved_bytes.all.peak > cap || s.reserved_bytes.all.current > cap) {
-      fail("stats count more reserved bytes than the device has");
-    }
-    if (s.allocated_bytes.all.current > s.active_bytes.all.current ||
-        s.active_bytes.all.current > s.reserved_bytes.all.current ||
-        s.inactive_split_bytes.all.current > s.reserved_bytes.all.current ||
-        s.requested_bytes.all.current > s.allocated_bytes.all.current) {
-      fail("stats break allocated <= active <= reserved, requested <= allocated");
-    }
-    for (const pool_stats* q : {&s.reserved_bytes, &s.allocated_bytes, &s.active_bytes}) {
-      if (q->all.current != q->small.current + q->large.current || q->all.peak < q->all.current) {
-        fail("pool stats do not add up");
-      }
-    }
-  }
-
   // The trace lists allocations and frees in ownership order.
   static void check_trace(const std::string& path) {
     std::FILE* f = std::fopen(path.c_str(), "r");
@@ -317,6 +325,22 @@ class stress {
                 static_cast<unsigned long long>(n));
   }
 
+  // A tenant pool like the i-th of three: 0 with a limit and the lowest priority, 2 with a
+  // guarantee and the highest (the guarantees of all three fit in the device).
+  void new_pool(int i) {
+    pool_options po;
+    po.name = "stress " + std::to_string(i);
+    po.priority = i - 1;
+    po.limit = i == 0 ? 512 * MiB : 0;
+    po.guarantee = i == 2 ? 256 * MiB : 0;
+    const pool_id id = a_->create_pool(po);
+    if (pools_.size() < 3) {
+      pools_.push_back(id);
+    } else {
+      pools_[static_cast<std::size_t>(i)] = id;
+    }
+  }
+
   void hold(stream_t s) {
     sim_->hold_stream(s);
     ++c_.holds;
@@ -328,7 +352,9 @@ class stress {
       verify(it);
       if (!live.emplace(it.ptr, it.size).second) fail(when + ": one pointer held twice");
     }
-    const std::string e = testing::check_invariants(*a_, sim_.get(), live);
+    // With a reserve the device holds it besides the segments: no device comparison.
+    const std::string e =
+        testing::check_invariants(*a_, opt_.reserve_mib == 0 ? sim_.get() : nullptr, live);
     if (!e.empty()) fail(when + ": " + e);
   }
 
@@ -340,7 +366,9 @@ class stress {
     check_quiescent("after draining");
     if (a_->stats().reserved_bytes.all.current != 0) fail("reserved bytes left after draining");
     const sim_counters c = sim_->counters();
-    if (c.live_segments != 0) fail("device segments left after draining");
+    if (c.live_segments != (opt_.reserve_mib != 0 ? 1u : 0u)) {
+      fail("device segments left after draining");
+    }
     if (c.live_chunks != 0 || c.live_ranges != 0) fail("device chunks left after draining");
     if (a_->stats().num_use_after_free_writes != 0) fail("use-after-free writes detected");
   }
@@ -348,6 +376,7 @@ class stress {
   options opt_;
   std::shared_ptr<simulated_device> sim_;
   std::unique_ptr<allocator> a_;
+  std::vector<pool_id> pools_;  // changed only between rounds (no worker running)
   std::mutex mailbox_mutex_;
   std::vector<item> mailbox_;
   std::atomic<std::uint64_t> next_tag_{1};
@@ -383,6 +412,10 @@ options parse(int argc, char** argv) {
       o.checked = true;
     } else if (arg == "--expandable") {
       o.expandable = true;
+    } else if (arg == "--pools") {
+      o.pools = true;
+    } else if (arg == "--reserve") {
+      o.reserve_mib = static_cast<std::size_t>(value());
     } else if (arg == "--trace") {
       if (i + 1 >= argc) fail("missing value after --trace");
       o.trace = argv[++i];

@@ -23,6 +23,7 @@ class hooked_backend final : public device_backend {
   std::function<void(std::size_t)> on_allocate_segment;        ///< before allocate_segment
   std::function<void(void*, std::size_t)> on_map_chunk;        ///< before map_chunk
   std::function<void(void*, std::size_t)> on_unmap_chunk;      ///< before unmap_chunk
+  std::function<void(void*, std::size_t)> on_release_range;    ///< before release_address_range
   std::function<bool(stream_t)> capturing;                     ///< replaces is_capturing when set
   std::function<void(void*, std::size_t)> on_copy;             ///< before copy_to_host/_device
 
@@ -62,6 +63,7 @@ class hooked_backend final : public device_backend {
     return inner_->reserve_address_range(bytes);
   }
   void release_address_range(void* base, std::size_t bytes) override {
+    if (on_release_range) on_release_range(base, bytes);
     inner_->release_address_range(base, bytes);
   }
   bool map_chunk(void* addr, std::size_t bytes) override {

@@ -1,5 +1,7 @@
-// The cachalot-replay command line: text and JSON output, plots, and errors (malformed traces
-// name file and line with exit status 2), in-process and through the real executable.
+// The cachalot-replay command line: text and JSON output, plots, gzip-compressed traces, and
+// errors (malformed traces name file and line with exit status 2; sizes need a unit, counts
+// are whole numbers, numbers are range-checked and quoted as given), in-process and through
+// the real executable.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cachalot/config.hpp"
 #include "cachalot/version.h"
 #include "trace/cli.hpp"
 #include "trace/report.hpp"
@@ -131,6 +134,26 @@ TEST_F(ReplayCli, PlotIsAnSvgWithLegend) {
   }
 }
 
+TEST_F(ReplayCli, TimelineIsTheMemoryAfterEachOperation) {
+  const std::string csv = (dir_ / "timeline.csv").string();
+  ASSERT_EQ(cli({"--repeat", "1", "--json", "--config", "capacity:64MiB", "--timeline", csv,
+                 good_trace()}),
+            0)
+      << err_.str();
+  EXPECT_NE(out_.str().find("\"timeline\":\"" + csv + "\""), std::string::npos) << out_.str();
+  std::ifstream in(csv);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  // 4 operations replayed (the free of 0x4444 is skipped at preparation): 1,000 B in a 2 MiB
+  // small segment, 3,000,000 B in a 20 MiB one, then the frees (cached, still reserved)
+  ASSERT_EQ(lines, (std::vector<std::string>{"op,requested,allocated,reserved", "0,0,0,0",
+                                             "1,1000,1024,2097152", "2,3001000,3001344,23068672",
+                                             "3,3000000,3000320,23068672", "4,0,0,23068672"}));
+  const std::string bad = (dir_ / "no-such-dir" / "t.csv").string();
+  EXPECT_EQ(cli({"--repeat", "1", "--timeline", bad, good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--timeline: cannot write " + bad), std::string::npos) << err_.str();
+}
+
 TEST_F(ReplayCli, MalformedTraceNamesFileAndLine) {
   const std::string bad = write("bad.csv",
                                 "Thread,Time,Action,Pointer,Size,Stream\n"
@@ -185,13 +208,22 @@ TEST_F(ReplayCli, CompleteRunsSayComplete) {
 }
 
 TEST_F(ReplayCli, OutOfRangeNumbersAreRefusedWithExit2) {
-  for (const char* f : {"1e300", "inf", "nan", "-1", "0", "1e400"}) {
+  for (const char* f : {"1e300", "inf", "nan", "-1", "0", "1e400", "1e7"}) {
     EXPECT_EQ(cli({"--capacity-factor", f, good_trace()}), 2) << f;
     EXPECT_TRUE(out_.str().empty()) << f;
+    EXPECT_NE(err_.str().find(std::string("--capacity-factor: bad value '") + f +
+                              "' (want a number above 0 and at most 1e+06)"),
+              std::string::npos)
+        << err_.str();
+    EXPECT_EQ(err_.str().find("0000000000"), std::string::npos) << "no 300-digit echo";
   }
-  EXPECT_NE(err_.str().find("1e400"), std::string::npos) << err_.str();
-  EXPECT_EQ(cli({"--capacity-factor", "1e20", good_trace()}), 2);
-  EXPECT_NE(err_.str().find("beyond the largest simulated capacity"), std::string::npos)
+  const std::string gib = write("gib.csv",
+                                "Thread,Time,Action,Pointer,Size,Stream\n"
+                                "1,10:00:00.000001,allocate,0x1000,1073741824,0x0\n");
+  EXPECT_EQ(cli({"--capacity-factor", "1e5", gib}), 2);
+  EXPECT_NE(err_.str().find("--capacity-factor 100000 x the trace's peak (1.00 GiB) is beyond the "
+                            "largest simulated capacity"),
+            std::string::npos)
       << err_.str();
   const std::string huge = write("huge.csv",
                                  "Thread,Time,Action,Pointer,Size,Stream\n"
@@ -223,11 +255,131 @@ TEST_F(ReplayCli, OptionSyntax) {
 
 TEST_F(ReplayCli, FileErrorsGiveTheReason) {
   EXPECT_EQ(cli({(dir_ / "missing.csv").string()}), 2);
-  EXPECT_NE(err_.str().find("missing.csv:0: cannot open: No such file or directory"),
+  EXPECT_NE(err_.str().find("missing.csv: cannot open: No such file or directory"),
             std::string::npos)
       << err_.str();
+  EXPECT_EQ(err_.str().find(":0:"), std::string::npos) << "no line 0: " << err_.str();
   EXPECT_EQ(cli({dir_.string()}), 2);
   EXPECT_NE(err_.str().find("Is a directory"), std::string::npos) << err_.str();
+}
+
+TEST_F(ReplayCli, SizesNeedAUnitAsInTheConfig) {
+  EXPECT_EQ(cli({"--capacity", "10", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--capacity: '10' has no unit and would mean 10 bytes; write e.g. "
+                            "10GiB or 10MiB, or 10B for bytes"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_EQ(cli({"--tune", "--tune-weight", "4096", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--tune-weight: '4096' has no unit"), std::string::npos) << err_.str();
+  EXPECT_EQ(cli({"--capacity", "0", good_trace()}), 2);
+  EXPECT_EQ(cli({"--capacity", "1e9", good_trace()}), 2);
+  ASSERT_EQ(cli({"--json", "--repeat", "1", "--capacity", "4194304B", good_trace()}), 0)
+      << err_.str();
+  EXPECT_NE(out_.str().find("\"capacity_bytes\":4194304,"), std::string::npos) << out_.str();
+  ASSERT_EQ(cli({"--json", "--repeat", "1", "--capacity", "8MiB", good_trace()}), 0);
+  EXPECT_NE(out_.str().find("\"capacity_bytes\":8388608,"), std::string::npos) << out_.str();
+}
+
+TEST_F(ReplayCli, CountsAreWholeNumbers) {
+  ASSERT_EQ(cli({"--json", "--no-baseline", "--repeat", "1e2", good_trace()}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("\"repeat\":100,"), std::string::npos) << out_.str();
+  EXPECT_EQ(cli({"--repeat", "2.5", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--repeat: '2.5' is not a whole number"), std::string::npos)
+      << err_.str();
+  EXPECT_EQ(cli({"--repeat", "1e7", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--repeat: '1e7' is out of range (1 to 1000000)"), std::string::npos)
+      << err_.str();
+  EXPECT_EQ(cli({"--repeat", "three", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("want a whole number"), std::string::npos) << err_.str();
+  EXPECT_EQ(cli({"--tune", "--jobs", "1e9", good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--jobs: '1e9' is out of range (1 to 4096)"), std::string::npos)
+      << err_.str();
+}
+
+TEST_F(ReplayCli, PlotsAreSvgOnly) {
+  const std::string png = (dir_ / "out.png").string();
+  EXPECT_EQ(cli({"--repeat", "1", "--plot", png, good_trace()}), 2);
+  EXPECT_NE(err_.str().find("--plot " + png + ": cachalot-replay writes SVG only"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_FALSE(fs::exists(png)) << "nothing written";
+  EXPECT_TRUE(out_.str().empty());
+}
+
+TEST_F(ReplayCli, JsonCarriesTheConfigReplayed) {
+  ASSERT_EQ(cli({"--json", "--repeat", "1", "--config", "max_split_size:64MiB", good_trace()}), 0)
+      << err_.str();
+  const std::string json = out_.str();
+  const std::size_t at = json.find("\"config\":\"backend:simulated,");
+  ASSERT_NE(at, std::string::npos) << json;
+  const std::string conf = json.substr(at + 10, json.find('"', at + 10) - at - 10);
+  EXPECT_NE(conf.find("max_split_size:67108864B"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("capacity:"), std::string::npos) << conf;
+  // It is a config cachalot reads back as the one replayed.
+  EXPECT_EQ(config::parse(conf).to_string(), conf);
+}
+
+TEST_F(ReplayCli, AllocationsOfLivePointersAreNamed) {
+  std::string text = "Thread,Time,Action,Pointer,Size,Stream\n";
+  text += "1,10:00:00.000001,allocate,0x1000,100,0x0\n";                              // line 2
+  for (int i = 0; i < 4; ++i) text += "1,10:00:00.000002,allocate,0x1000,100,0x0\n";  // 3..6
+  const std::string t = write("dup.csv", text);
+  ASSERT_EQ(cli({"--repeat", "1", t}), 0) << err_.str();
+  const std::string named =
+      "4 allocations of pointers already live (replayed as new allocations; the live one is "
+      "never freed): 0x1000 at line 3 (live since line 2), 0x1000 at line 4 (live since line 2), "
+      "0x1000 at line 5 (live since line 2) and 1 more";
+  EXPECT_NE(out_.str().find(named), std::string::npos) << out_.str();
+  EXPECT_NE(err_.str().find("warning: " + t + ": " + named), std::string::npos) << err_.str();
+  ASSERT_EQ(cli({"--json", "--repeat", "1", t}), 0);
+  EXPECT_NE(out_.str().find("\"duplicate_allocations\":4,\"duplicates\":[{\"pointer\":\"0x1000\","
+                            "\"line\":3,\"live_since_line\":2},"),
+            std::string::npos)
+      << out_.str();
+}
+
+TEST_F(ReplayCli, GzipTracesAreReadThroughGzip) {
+  const std::string plain = good_trace();
+  if (std::system(("gzip -kf " + plain + " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "no gzip on this machine";
+  }
+  ASSERT_EQ(cli({"--json", "--repeat", "1", plain}), 0) << err_.str();
+  const std::string want = out_.str().substr(out_.str().find("\"repeat\""), 200);
+  ASSERT_EQ(cli({"--json", "--repeat", "1", plain + ".gz"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("\"trace\":\"" + plain + ".gz\""), std::string::npos);
+  EXPECT_EQ(out_.str().substr(out_.str().find("\"repeat\""), 200), want) << "same trace";
+  const std::string bad = write("bad.csv.gz", "not compressed\n");
+  EXPECT_EQ(cli({bad}), 2);
+  EXPECT_NE(err_.str().find(bad + ": cannot decompress (gzip -dc): gzip: "), std::string::npos)
+      << err_.str();
+  EXPECT_NE(err_.str().find("not in gzip format"), std::string::npos) << err_.str();
+  // A malformed line inside is named as in a plain trace.
+  const std::string broken = write("broken.csv", "Thread,Time,Action,Pointer,Size,Stream\n1,2\n");
+  ASSERT_EQ(std::system(("gzip -kf " + broken).c_str()), 0);
+  EXPECT_EQ(cli({broken + ".gz"}), 2);
+  EXPECT_NE(err_.str().find(broken + ".gz:2: expected 6 comma-separated fields"), std::string::npos)
+      << err_.str();
+  // Without gzip on PATH, the message says so.
+  const std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
+  setenv("PATH", dir_.c_str(), 1);
+  const int rc = cli({plain + ".gz"});
+  setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err_.str().find("cannot decompress: gzip cannot be run"), std::string::npos)
+      << err_.str();
+}
+
+TEST_F(ReplayCli, HelpDefinesTheColumns) {
+  ASSERT_EQ(cli({"--help"}), 0);
+  EXPECT_NE(out_.str().find("fragmentation (peak\nreserved / peak requested"), std::string::npos)
+      << out_.str();
+  EXPECT_NE(out_.str().find(".gz"), std::string::npos);
+}
+
+TEST_F(ReplayCli, OneOfAThingIsSingular) {
+  ASSERT_EQ(cli({"--repeat", "1", good_trace()}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("  5 ops, 1 thread, 2 streams,"), std::string::npos) << out_.str();
+  EXPECT_EQ(out_.str().find("1 threads"), std::string::npos) << out_.str();
 }
 
 TEST_F(ReplayCli, ByteOrderMarks) {

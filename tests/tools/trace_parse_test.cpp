@@ -65,6 +65,46 @@ TEST(TraceParse, CommentsCarryPyTorchFigures) {
   }
 }
 
+TEST(TraceParse, SiteColumnNamesTheCodeThatHoldsMemory) {
+  const trace t = parse_trace_text(
+      "# site 1: /job/model.py:54 forward\n"
+      "# site 2: (autograd) DivBackward0\n"
+      "Thread,Time,Action,Pointer,Size,Stream,Site\n"
+      "1,00:00:00.000001,allocate,0x1000,100,0x0,1\n"
+      "1,00:00:00.000002,allocate,0x2000,300,0x0,2\n"
+      "1,00:00:00.000003,allocate,0x3000,50,0x0,\n"
+      "1,00:00:00.000004,allocate,0x4000,30,0x0,1\n"
+      "1,00:00:00.000005,free,0x2000,300,0x0,\n"
+      "1,00:00:00.000006,free,0x4000,30,0x0,\n"
+      "# site 3: defined after the header: /job/train.py:9 main\n"
+      "# site notes: a remark, not a site\n"
+      "1,00:00:00.000007,allocate,0x5000,10,0x0,3\n",
+      "s.csv");
+  ASSERT_EQ(t.events.size(), 7u);
+  EXPECT_EQ(t.events[6].line, 12u);
+  EXPECT_EQ(t.events[0].site, 1u);
+  EXPECT_EQ(t.events[1].site, 2u);
+  EXPECT_EQ(t.events[2].site, 0u);
+  EXPECT_EQ(t.events[4].site, 0u);
+  ASSERT_EQ(t.sites.size(), 4u);
+  EXPECT_EQ(t.sites[1], "/job/model.py:54 forward");
+  EXPECT_EQ(t.sites[3], "defined after the header: /job/train.py:9 main");
+  const trace_summary s = summarize(t);
+  EXPECT_EQ(s.peak_requested_bytes, 480u);  // after the fourth allocation
+  EXPECT_EQ(s.live_at_end_bytes, 160u);
+  ASSERT_EQ(s.peak_holders.size(), 3u);  // most bytes first, allocations without a site too
+  EXPECT_EQ(s.peak_holders[0].site, "(autograd) DivBackward0");
+  EXPECT_EQ(s.peak_holders[0].bytes, 300u);
+  EXPECT_EQ(s.peak_holders[1].site, "/job/model.py:54 forward");
+  EXPECT_EQ(s.peak_holders[1].bytes, 130u);
+  EXPECT_EQ(s.peak_holders[1].allocations, 2u);
+  EXPECT_EQ(s.peak_holders[2].site, "(no site)");
+  EXPECT_EQ(s.peak_holders[2].bytes, 50u);
+  // a trace without sites lists no holders
+  EXPECT_TRUE(summarize(parse_trace_text(header + "1,00:00:00.1,allocate,0x1,8,0x0\n", "p.csv"))
+                  .peak_holders.empty());
+}
+
 TEST(TraceParse, SummaryFindsPeakAndAnomalies) {
   const trace t = parse_trace_text(header +
                                        "1,00:00:00.000001,allocate,0x1000,100,0x0\n"
@@ -150,7 +190,21 @@ INSTANTIATE_TEST_SUITE_P(
                        2},
         malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,free,0x1,8,s1\n", 2},
         malformed_case{"Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,allocate,(nil),8,0\n",
-                       2}));
+                       2},
+        // the site column: only with its header, ids defined by "# site" lines, once
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream,Site\n1,0:0:0.1,free,0x1,8,0x0\n",
+                       2},
+        malformed_case{"Thread,Time,Action,Pointer,Size,Stream,Site\n\n1,0:0:0.1,free,0x1,8,0,7\n",
+                       3},
+        malformed_case{"# site 1: a.py:1 f\nThread,Time,Action,Pointer,Size,Stream,Site\n"
+                       "1,0:0:0.1,allocate,0x1,8,0x0,0\n",
+                       3},
+        malformed_case{"# site 1: a.py:1 f\nThread,Time,Action,Pointer,Size,Stream,Site\n"
+                       "1,0:0:0.1,allocate,0x1,8,0x0,x1\n",
+                       3},
+        malformed_case{"# site 1: a.py:1 f\n# site 1: b.py:2 g\n", 2},
+        malformed_case{"# site 99999999999: a.py:1 f\n", 1},
+        malformed_case{"# pytorch.reserved_at_start: -5\n", 1}));
 
 TEST(TraceLoad, MissingFileIsAnError) {
   EXPECT_THROW(load_trace("/nonexistent/trace.csv"), trace_error);

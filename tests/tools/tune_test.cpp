@@ -222,6 +222,23 @@ TEST(Tune, TimeWeightedSearchIsTheSameWhateverThreads) {
   EXPECT_EQ(x.replayed, y.replayed);
 }
 
+TEST(Tune, AHugeWeightSaturatesInsteadOfWrapping) {
+  // weight x device calls beyond 64 bits must saturate: any weight worth more than every peak
+  // makes the fewest device calls win (issue 18: SIZE_MAX x calls wrapped, and the config with
+  // the most calls looked cheapest).
+  const trace t = load_trace(std::string(CACHALOT_TRACES_DIR) + "/llm_training.csv");
+  const prepared_trace p = prepare(t);
+  const config base = replay_config("", p.summary, 2.0);
+  for (std::size_t weight : {SIZE_MAX, SIZE_MAX / 3, std::size_t{1} << 63}) {
+    tune_options costly;
+    costly.weight = weight;
+    const tune_result dear = tune({&p}, {base}, costly);
+    ASSERT_EQ(dear.best.runs.size(), 1u) << weight;
+    EXPECT_LE(device_calls(dear.best.runs[0]), device_calls(dear.base.runs[0])) << weight;
+    EXPECT_GE(dear.best.score.cost, dear.best.score.calls) << weight;  // no wrapped sum
+  }
+}
+
 TEST(Tune, RecommendedConfKeepsTheUsersOtherKeys) {
   tune_setting s;
   s.expandable = true;
@@ -313,6 +330,16 @@ TEST_F(TuneCli, PrintsTheLineAndTheComparisonTheSameEachRun) {
   EXPECT_NE(json.find("\"recommended\":\"mid_size:4MiB,large_segment:8MiB\""), json.npos) << json;
   EXPECT_NE(json.find("\"recommended_is_default\":false"), json.npos);
   EXPECT_NE(json.find("\"ooms\":1,"), json.npos);
+  // The configs replayed, whole: the default, and the default with the recommendation applied.
+  EXPECT_NE(json.find("\"default_config\":\"backend:simulated,device:0,capacity:41943040B,"),
+            json.npos)
+      << json;
+  const std::size_t at = json.find("\"recommended_config\":\"");
+  ASSERT_NE(at, json.npos) << json;
+  const std::string best = json.substr(at + 22, json.find('"', at + 22) - at - 22);
+  EXPECT_NE(best.find("large_segment:8388608B"), best.npos) << best;
+  EXPECT_NE(best.find("mid_size:4194304B"), best.npos) << best;
+  EXPECT_NE(best.find("capacity:41943040B"), best.npos) << best;
 }
 
 TEST_F(TuneCli, RefusesWhatDoesNotGoTogether) {

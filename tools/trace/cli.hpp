@@ -1,5 +1,6 @@
 // The cachalot-replay command line, as a function so that tests can run it in-process:
-//   cachalot-replay [--config STR] [--repeat N] [--json] [--plot FILE.svg] [--min-capacity]
+//   cachalot-replay [--config STR] [--repeat N] [--json] [--plot FILE.svg]
+//                   [--timeline FILE.csv] [--min-capacity]
 //                   [--capacity-factor F | --capacity SIZE] [--one-thread] [--no-baseline]
 //                   [--tune [--tune-weight SIZE] [--jobs N]] [--version] [--]
 //                   TRACE.csv... ("-" is standard input; every option also takes --opt=value)

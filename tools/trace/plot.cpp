@@ -258,4 +258,12 @@ plot_spec replay_plot(const std::string& trace_name, const replay_result& r,
   return spec;
 }
 
+std::string timeline_csv(const replay_result& r) {
+  std::string out = "op,requested,allocated,reserved\n";
+  for (const timeline_point& p : r.timeline) {
+    out += fmt::format("{},{},{},{}\n", p.op, p.requested, p.allocated, p.reserved);
+  }
+  return out;
+}
+
 }  // namespace cachalot::tools

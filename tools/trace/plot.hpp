@@ -50,6 +50,10 @@ struct plot_spec {
 /// Renders a chart as an SVG document.
 std::string render_svg(const plot_spec& spec);
 
+/// The sampled timeline of a replay as CSV: the header "op,requested,allocated,reserved", then
+/// one line per sample (operations done, bytes).
+std::string timeline_csv(const replay_result& r);
+
 /// The chart of one replay (see the file comment); `baseline` may be null.
 plot_spec replay_plot(const std::string& trace_name, const replay_result& r,
                       const replay_result* baseline);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <thread>
 #include <unordered_map>
@@ -265,6 +266,15 @@ replay_result replay_at(const prepared_trace& p, const config& base, std::size_t
   return replay(p, cfg, o);
 }
 
+namespace {
+/// A factor as people write it ("2", "1.5", "1e+06"), never 300 digits.
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
+
 config replay_config(std::string_view user, const trace_summary& s, double capacity_factor) {
   config cfg = config::parse(user);
   const std::vector<std::string_view> keys = config_keys(user);
@@ -274,12 +284,12 @@ config replay_config(std::string_view user, const trace_summary& s, double capac
   if (!has("backend")) cfg.backend = backend_kind::simulated;
   if (!has("capacity")) {
     if (!std::isfinite(capacity_factor) || !(capacity_factor > 0.0)) {
-      throw invalid_argument("--capacity-factor " + std::to_string(capacity_factor) +
+      throw invalid_argument("--capacity-factor " + shortest(capacity_factor) +
                              ": must be a finite number above 0");
     }
     const double wanted = std::ceil(capacity_factor * static_cast<double>(s.peak_requested_bytes));
     if (!(wanted <= static_cast<double>(max_replay_capacity))) {
-      throw invalid_argument("--capacity-factor " + std::to_string(capacity_factor) +
+      throw invalid_argument("--capacity-factor " + shortest(capacity_factor) +
                              " x the trace's peak (" + format_bytes(s.peak_requested_bytes) +
                              ") is beyond the largest simulated capacity (" +
                              format_bytes(max_replay_capacity) + ")");

@@ -117,6 +117,29 @@ std::string columns(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+/// The sites holding the most bytes at the trace's live peak (one line; "" without sites).
+std::string holders_text(const trace_summary& s) {
+  if (s.peak_holders.empty()) return "";
+  std::string out = "  at the trace's live peak, held by:";
+  for (const site_bytes& h : s.peak_holders) {
+    out +=
+        fmt::format("\n    {:>10}  {:>5} allocations  {}", bytes(h.bytes), h.allocations, h.site);
+  }
+  return out + "\n";
+}
+
+/// The same as a JSON member with its leading comma ("" without sites).
+std::string json_holders(const trace_summary& s) {
+  if (s.peak_holders.empty()) return "";
+  std::string out = ",\"peak_holders\":[";
+  for (std::size_t i = 0; i < s.peak_holders.size(); ++i) {
+    const site_bytes& h = s.peak_holders[i];
+    out += fmt::format("{}{{\"site\":{},\"bytes\":{},\"allocations\":{}}}", i == 0 ? "" : ",",
+                       json_string(h.site), h.bytes, h.allocations);
+  }
+  return out + "]";
+}
+
 /// What a device-time row is called: the time is modeled, measured or not kept.
 std::string device_time_label(const replay_result& c, const char* what) {
   const char* how = c.device.timing == device_timing::measured ? "measured" : "modeled";
@@ -143,6 +166,11 @@ const char* driver_name(device_call c) {
   return names[static_cast<std::size_t>(c)];
 }
 
+/// "1 thread", "2 threads".
+std::string counted(std::size_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
 std::string fragmentation_cell(const replay_result& x) {
   return x.complete() ? fmt::format("{:.3f}", x.fragmentation)
                       : fmt::format("n/a ({} refused)", x.ooms + x.errors);
@@ -153,15 +181,16 @@ std::string fragmentation_cell(const replay_result& x) {
 std::string format_text(const trace_report& r) {
   const replay_result& c = r.result;
   const replay_result* b = r.baseline ? &*r.baseline : nullptr;
-  std::string out =
-      fmt::format("{}\n  {} ops, {} threads, {} streams, trace peak {}; {} device, capacity {}\n",
-                  r.trace, r.summary.ops, r.summary.threads, r.summary.streams,
-                  bytes(r.summary.peak_requested_bytes), c.backend, bytes(c.capacity));
+  std::string out = fmt::format(
+      "{}\n  {}, {}, {}, trace peak {}; {} device, capacity {}\n", r.trace,
+      counted(r.summary.ops, "op", "ops"), counted(r.summary.threads, "thread", "threads"),
+      counted(r.summary.streams, "stream", "streams"), bytes(r.summary.peak_requested_bytes),
+      c.backend, bytes(c.capacity));
   if (r.summary.unknown_frees + r.summary.recorded_failures + r.summary.duplicate_allocations > 0) {
     out += fmt::format(
         "  trace anomalies: {} frees of unknown pointers (skipped), {} recorded allocation "
-        "failures (skipped), {} allocations of live pointers\n",
-        r.summary.unknown_frees, r.summary.recorded_failures, r.summary.duplicate_allocations);
+        "failures (skipped), {}\n",
+        r.summary.unknown_frees, r.summary.recorded_failures, duplicates_text(r.summary));
   }
   for (const replay_result* x : {&c, b}) {
     if (x != nullptr && !x->complete()) {
@@ -217,17 +246,8 @@ std::string format_text(const trace_report& r) {
         [](const replay_result& x) { return std::to_string(x.zero_size_allocations); });
   }
   out += columns(rows);
-  if (r.summary.pytorch.present) {
-    const std::size_t pt = r.summary.pytorch.peak_reserved;
-    out += fmt::format(
-        "  PyTorch reserved at its peak (from the snapshot): {}{}; cachalot: {}{}\n", bytes(pt),
-        r.summary.pytorch.exact ? "" : " (a lower bound)", bytes(c.peak_reserved),
-        pt == 0
-            ? std::string()
-            : fmt::format(
-                  " ({:+.1f}%)",
-                  100.0 * (static_cast<double>(c.peak_reserved) / static_cast<double>(pt) - 1.0)));
-  }
+  out += pytorch_text(r.summary.pytorch, c.peak_reserved);
+  out += holders_text(r.summary);
   for (const pool_figures& pf : c.pools) {
     out += fmt::format(
         "  pool {:<12} prio {:>3}, limit {}, guarantee {}: peak requested {}, peak reserved {}, "
@@ -248,23 +268,46 @@ std::string format_text(const trace_report& r) {
                          bytes(m.searched_up_to), m.replays);
   }
   if (!r.plot_file.empty()) out += fmt::format("  plot: {}\n", r.plot_file);
+  if (!r.timeline_file.empty()) out += fmt::format("  timeline: {}\n", r.timeline_file);
+  return out;
+}
+
+std::string duplicates_text(const trace_summary& s) {
+  std::string out = counted(s.duplicate_allocations, "allocation of a pointer already live",
+                            "allocations of pointers already live");
+  if (s.duplicate_allocations == 0) return out;
+  out += " (replayed as new allocations; the live one is never freed): ";
+  for (std::size_t i = 0; i < s.duplicates.size(); ++i) {
+    const duplicate_allocation& d = s.duplicates[i];
+    out += fmt::format("{}{:#x} at line {} (live since line {})", i == 0 ? "" : ", ", d.pointer,
+                       d.line, d.live_since);
+  }
+  if (s.duplicate_allocations > s.duplicates.size()) {
+    out += fmt::format(" and {} more", s.duplicate_allocations - s.duplicates.size());
+  }
   return out;
 }
 
 std::string format_json(const trace_report& r) {
-  std::string out = fmt::format(
-      "{{\"trace\":{},\"version\":{},\"repeat\":{},\"streams\":{},\"trace_threads\":{},"
-      "\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},\"unknown_frees\":{},"
-      "\"recorded_failures\":{},{}",
-      json_string(r.trace), json_string(CACHALOT_VERSION_STRING), r.repeat, r.summary.streams,
-      r.summary.threads, r.summary.peak_requested_bytes, r.summary.span_us, r.summary.unknown_frees,
-      r.summary.recorded_failures, json_figures(r.result));
-  if (r.summary.pytorch.present) {
-    out += fmt::format(",\"pytorch_peak_reserved_bytes\":{},\"pytorch_peak_exact\":{}",
-                       r.summary.pytorch.peak_reserved, r.summary.pytorch.exact ? "true" : "false");
+  std::string duplicates;
+  for (const duplicate_allocation& d : r.summary.duplicates) {
+    duplicates += fmt::format("{}{{\"pointer\":\"{:#x}\",\"line\":{},\"live_since_line\":{}}}",
+                              duplicates.empty() ? "" : ",", d.pointer, d.line, d.live_since);
   }
+  std::string out = fmt::format(
+      "{{\"trace\":{},\"version\":{},\"config\":{},\"repeat\":{},\"streams\":{},"
+      "\"trace_threads\":{},\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},"
+      "\"unknown_frees\":{},\"recorded_failures\":{},\"duplicate_allocations\":{},"
+      "\"duplicates\":[{}],{}",
+      json_string(r.trace), json_string(CACHALOT_VERSION_STRING), json_string(r.config), r.repeat,
+      r.summary.streams, r.summary.threads, r.summary.peak_requested_bytes, r.summary.span_us,
+      r.summary.unknown_frees, r.summary.recorded_failures, r.summary.duplicate_allocations,
+      duplicates, json_figures(r.result));
+  out += fmt::format(",\"trace_live_at_end_bytes\":{}", r.summary.live_at_end_bytes);
+  out += pytorch_json(r.summary.pytorch) + json_holders(r.summary);
   if (r.min_capacity) out += ",\"min_capacity\":" + json_min_capacity(*r.min_capacity);
   if (!r.plot_file.empty()) out += ",\"plot\":" + json_string(r.plot_file);
+  if (!r.timeline_file.empty()) out += ",\"timeline\":" + json_string(r.timeline_file);
   if (r.baseline) out += ",\"baseline\":{" + json_figures(*r.baseline) + "}";
   return out + "}";
 }

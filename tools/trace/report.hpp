@@ -19,11 +19,17 @@ struct trace_report {
   std::string trace;                                ///< trace path
   trace_summary summary;                            ///< figures from the trace alone
   std::size_t repeat = 1;                           ///< replays per allocator
+  std::string config;                               ///< the config replayed (to_string)
   replay_result result;                             ///< cachalot (ns_per_op: median of the repeats)
   std::optional<replay_result> baseline;            ///< pass-through (caching:0), when run
   std::string plot_file;                            ///< SVG written, if any
+  std::string timeline_file;                        ///< timeline CSV written, if any
   std::optional<min_capacity_result> min_capacity;  ///< when searched (--min-capacity)
 };
+
+/// The duplicate allocations of a trace in words, the first few named with their lines
+/// ("2 allocations of pointers already live (...): 0x1000 at line 5 (live since line 2), ...").
+std::string duplicates_text(const trace_summary& s);
 
 /// A JSON string literal of `s` (quotes and escapes included).
 std::string json_string(const std::string& s);

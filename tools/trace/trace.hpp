@@ -4,11 +4,12 @@
 // Time is HH:MM:SS.fraction, Action is allocate, free or "allocate failure", Pointer is printf
 // %p ("(nil)" for null), Size is decimal bytes (at most max_trace_size), Stream is hex. A UTF-8
 // byte-order mark before the header is skipped. Lines starting with '#' are comments; the ones
-// `python -m cachalot.convert` writes ("# pytorch.peak_reserved: BYTES", "#
-// pytorch.peak_reserved_kind: exact|lower-bound") carry PyTorch's own reserved peak from the
-// snapshot the trace came from, so that the replay prints it. Any malformed line is a trace_error
-// naming the file and the line, never undefined behaviour; a file that cannot be read is one naming
-// the operating system's reason.
+// `python -m cachalot.convert` writes carry PyTorch's own figures from the snapshot the trace
+// came from ("# pytorch.KEY: VALUE", see pytorch_figures.hpp) and the code that made each
+// allocation: with the header "Thread,Time,Action,Pointer,Size,Stream,Site", a seventh field
+// gives a site id (empty: none) that a "# site ID: FILE:LINE FUNCTION" comment defines. Any
+// malformed line is a trace_error naming the file and the line, never undefined behaviour; a file
+// that cannot be read is one naming the operating system's reason.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "trace/pytorch_figures.hpp"
 
 namespace cachalot::tools {
 
@@ -37,13 +40,7 @@ struct trace_event {
   std::size_t size = 0;                          ///< bytes
   std::uintptr_t stream = 0;                     ///< stream handle as logged
   std::size_t line = 0;                          ///< 1-based line number in the file
-};
-
-/// What a trace converted from a PyTorch snapshot says about PyTorch's own run.
-struct pytorch_figures {
-  bool present = false;           ///< the trace carries a "# pytorch.peak_reserved" line
-  std::size_t peak_reserved = 0;  ///< PyTorch's peak reserved bytes over the trace
-  bool exact = false;             ///< exact (snapshot segments known), else a lower bound
+  std::uint32_t site = 0;  ///< the code that allocated (index into trace::sites; 0: none)
 };
 
 /// A parsed trace: the events in log order.
@@ -51,9 +48,11 @@ struct trace {
   std::string name;                 ///< file name (or another label) used in messages
   std::vector<trace_event> events;  ///< events in log order
   pytorch_figures pytorch;          ///< from "# pytorch.*" comment lines, if any
+  std::vector<std::string> sites;   ///< site texts by id ([0] is ""), from "# site" lines
 };
 
-/// A malformed trace: the message names the file and the line ("FILE:LINE: what").
+/// A malformed trace: the message names the file and the line ("FILE:LINE: what"), or only the
+/// file when it cannot be read at all ("FILE: cannot open: reason").
 class trace_error : public std::runtime_error {
  public:
   trace_error(const std::string& file, std::size_t line, const std::string& what);
@@ -69,6 +68,11 @@ class trace_error : public std::runtime_error {
 
 /// The exact header line of the format.
 inline constexpr std::string_view trace_header = "Thread,Time,Action,Pointer,Size,Stream";
+/// The header of a trace with the optional site column.
+inline constexpr std::string_view trace_header_with_site =
+    "Thread,Time,Action,Pointer,Size,Stream,Site";
+/// The most sites a trace may define (ids 1 .. max_trace_sites).
+inline constexpr std::uint32_t max_trace_sites = 1u << 20;
 
 /// The largest size a trace line may carry: 1 PiB, beyond any device (and far from overflow
 /// when sizes are summed).
@@ -78,22 +82,45 @@ inline constexpr std::size_t max_trace_size = std::size_t{1} << 50;
 trace parse_trace(std::istream& in, const std::string& name);
 /// Parses a trace from text (tests). @throws trace_error
 trace parse_trace_text(std::string_view text, const std::string& name);
-/// Reads and parses a trace file; "-" reads standard input (named "stdin" in messages).
+/// Reads and parses a trace file; "-" reads standard input (named "stdin" in messages), a file
+/// named *.gz is decompressed by `gzip -dc`.
 /// @throws trace_error (also when the file cannot be opened: the message gives the reason)
 trace load_trace(const std::string& path);
 
+/// The bytes one allocation site holds.
+struct site_bytes {
+  std::string site;             ///< "FILE:LINE FUNCTION"
+  std::size_t bytes = 0;        ///< requested bytes live
+  std::size_t allocations = 0;  ///< allocations live
+};
+
+/// An allocation of a pointer that was live already (the first few are named in reports).
+struct duplicate_allocation {
+  std::uintptr_t pointer = 0;  ///< the pointer
+  std::size_t line = 0;        ///< the line of the second allocation
+  std::size_t live_since = 0;  ///< the line of the allocation still live
+};
+
+/// How many duplicate allocations a summary names.
+inline constexpr std::size_t named_duplicates = 3;
+
 /// Figures computed from the trace alone, without replaying it.
 struct trace_summary {
-  std::size_t ops = 0;                    ///< allocate and free lines (failures excluded)
-  std::size_t allocations = 0;            ///< allocate lines
-  std::size_t frees = 0;                  ///< free lines
-  std::size_t recorded_failures = 0;      ///< "allocate failure" lines
-  std::size_t unknown_frees = 0;          ///< frees of a pointer that is not live
-  std::size_t duplicate_allocations = 0;  ///< allocations of a pointer that is already live
-  std::size_t threads = 0;                ///< distinct threads
-  std::size_t streams = 0;                ///< distinct streams
-  std::size_t peak_requested_bytes = 0;   ///< highest sum of live sizes
-  std::size_t largest_allocation = 0;     ///< biggest single allocation
+  std::size_t ops = 0;                           ///< allocate and free lines (failures excluded)
+  std::size_t allocations = 0;                   ///< allocate lines
+  std::size_t frees = 0;                         ///< free lines
+  std::size_t recorded_failures = 0;             ///< "allocate failure" lines
+  std::size_t unknown_frees = 0;                 ///< frees of a pointer that is not live
+  std::size_t duplicate_allocations = 0;         ///< allocations of a pointer that is already live
+  std::vector<duplicate_allocation> duplicates;  ///< the first named_duplicates of them
+  std::size_t threads = 0;                       ///< distinct threads
+  std::size_t streams = 0;                       ///< distinct streams
+  std::size_t peak_requested_bytes = 0;          ///< highest sum of live sizes
+  std::size_t largest_allocation = 0;            ///< biggest single allocation
+  std::size_t live_at_end_bytes = 0;             ///< requested bytes still live after the last line
+  /// With sites: the sites holding the most bytes when the live bytes peaked (at most
+  /// max_peak_holders, most bytes first; allocations without a site count as "(no site)").
+  std::vector<site_bytes> peak_holders;
   /// The trace's own span: last timestamp minus first, in microseconds (0 when every line has
   /// the same time). Times of day that go back by more than 12 hours are taken as crossing
   /// midnight; smaller steps back (lines of several threads logged slightly out of order) only
@@ -101,6 +128,9 @@ struct trace_summary {
   std::uint64_t span_us = 0;
   pytorch_figures pytorch;  ///< PyTorch's figures, when the trace carries them
 };
+
+/// The most sites summarize() lists in trace_summary::peak_holders.
+inline constexpr std::size_t max_peak_holders = 5;
 
 /// Walks the trace and computes its summary.
 /// @throws trace_error when the live allocations add up to more than max_trace_size

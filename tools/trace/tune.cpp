@@ -42,6 +42,17 @@ std::uint64_t quantized(std::size_t bytes, std::size_t quantum) {
   return (bytes + quantum - 1) / quantum * quantum;
 }
 
+/// a + b and a x b, saturating at the largest value: a weight of SIZE_MAX bytes per call (or
+/// summed over traces) must rank configs by calls, never wrap around into a small cost.
+std::uint64_t saturated_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+std::uint64_t saturated_mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 /// Every setting that differs from `s` in one dimension.
 std::vector<tune_setting> neighbours(const tune_setting& s) {
   std::vector<tune_setting> out;
@@ -120,8 +131,9 @@ class searcher {
           so_far.ooms += ooms;
           const std::uint64_t calls = st.num_segment_allocs + st.num_segment_frees +
                                       st.num_chunk_maps + st.num_chunk_unmaps;
-          so_far.cost += trace_cost(st.reserved_bytes.all.peak, calls, st.device.total_ns(),
-                                    o_.quantum, o_.weight, time_weight(t));
+          so_far.cost = saturated_add(
+              so_far.cost, trace_cost(st.reserved_bytes.all.peak, calls, st.device.total_ns(),
+                                      o_.quantum, o_.weight, time_weight(t)));
           so_far.calls += calls;
           return worse_than_best(so_far);
         };
@@ -134,8 +146,8 @@ class searcher {
       }
       const std::uint64_t calls = device_calls(r);
       done.ooms += r.ooms + r.errors;
-      done.cost += trace_cost(r.peak_reserved, calls, r.device.total_ns(), o_.quantum, o_.weight,
-                              time_weight(t));
+      done.cost = saturated_add(done.cost, trace_cost(r.peak_reserved, calls, r.device.total_ns(),
+                                                      o_.quantum, o_.weight, time_weight(t)));
       done.calls += calls;
       c.runs.push_back(std::move(r));
     }
@@ -281,7 +293,8 @@ std::uint64_t trace_cost(std::size_t peak_reserved, std::uint64_t calls, std::ui
   const std::uint64_t time_bytes = time_cost >= 9e18
                                        ? std::uint64_t{9} * 1000000000000000000u
                                        : static_cast<std::uint64_t>(std::llround(time_cost));
-  return quantized(peak_reserved, quantum) + weight * calls + time_bytes;
+  return saturated_add(
+      saturated_add(quantized(peak_reserved, quantum), saturated_mul(weight, calls)), time_bytes);
 }
 
 tune_result tune(const std::vector<const prepared_trace*>& traces, const std::vector<config>& bases,

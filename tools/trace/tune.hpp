@@ -13,7 +13,8 @@
 //      the trace's peak requested bytes over its span in ms unless --tune-time-weight says
 //      otherwise: spending 1% of the trace's own span in device calls weighs as much as reserving
 //      1% more than its peak. With both weights 0 memory alone decides and peaks within one
-//      quantum tie);
+//      quantum tie. The sum saturates at 2^64 - 1, so a huge weight ranks by device calls and
+//      never wraps around);
 //   3. device calls;
 //   4. the candidate's index (the default first): a fixed order, so that ties break the same way.
 // Search: coordinate descent from the base config. Each round replays every config that differs

@@ -104,6 +104,7 @@ struct trace_pair {
   double time_weight = 0;  ///< bytes per modeled ms in the objective
   replay_result base, best;
   min_capacity_result base_min, best_min;
+  std::string base_config, best_config;  // the configs replayed (to_string)
 };
 
 /// The min-capacity searches of every trace for both configs, in parallel.
@@ -245,11 +246,7 @@ std::string text_output(const tune_result& res, const std::vector<trace_pair>& p
         tp.trace->ops.size(), format_bytes(tp.trace->summary.peak_requested_bytes),
         static_cast<double>(tp.trace->summary.span_us) / 1e3, weight_text(tp.time_weight));
     out += text_table(tp);
-    if (tp.trace->summary.pytorch.present) {
-      out += fmt::format("  PyTorch reserved at its peak (from the snapshot): {}{}\n",
-                         format_bytes(tp.trace->summary.pytorch.peak_reserved),
-                         tp.trace->summary.pytorch.exact ? "" : " (a lower bound)");
-    }
+    out += pytorch_text(tp.trace->summary.pytorch, 0);
   }
   out += "\nrecommendation " + verdict(pairs) + "\n";
   return out;
@@ -268,16 +265,14 @@ std::string json_output(const tune_result& res, const std::vector<trace_pair>& p
     const trace_pair& tp = pairs[i];
     out += fmt::format(
         "{}{{\"trace\":{},\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},"
-        "\"time_weight_bytes_per_ms\":{},\"default\":{{{}}},\"recommended\":{{{}}},"
+        "\"time_weight_bytes_per_ms\":{},\"default_config\":{},\"recommended_config\":{},"
+        "\"default\":{{{}}},\"recommended\":{{{}}},"
         "\"default_min_capacity\":{},\"recommended_min_capacity\":{}",
         i == 0 ? "" : ",", json_string(tp.trace->name), tp.trace->summary.peak_requested_bytes,
-        tp.trace->summary.span_us, json_number(tp.time_weight), json_figures(tp.base),
-        json_figures(tp.best), json_min_capacity(tp.base_min), json_min_capacity(tp.best_min));
-    if (tp.trace->summary.pytorch.present) {
-      out += fmt::format(",\"pytorch_peak_reserved_bytes\":{}",
-                         tp.trace->summary.pytorch.peak_reserved);
-    }
-    out += "}";
+        tp.trace->summary.span_us, json_number(tp.time_weight), json_string(tp.base_config),
+        json_string(tp.best_config), json_figures(tp.base), json_figures(tp.best),
+        json_min_capacity(tp.base_min), json_min_capacity(tp.best_min));
+    out += pytorch_json(tp.trace->summary.pytorch) + "}";
   }
   return out + "]}";
 }
@@ -320,6 +315,8 @@ int run_tune(const std::vector<const prepared_trace*>& traces, const std::vector
     pairs[i].time_weight = o.time_weight[i];
     pairs[i].base = res.base.runs.at(i);
     pairs[i].best = res.best.runs.at(i);
+    pairs[i].base_config = bases[i].to_string();
+    pairs[i].best_config = best[i].to_string();
   }
   if (o.progress) o.progress("smallest capacities");
   min_capacities(pairs, bases, best, rq.threads);

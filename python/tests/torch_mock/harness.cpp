@@ -2,22 +2,34 @@
 // of PyTorch's headers in this folder, for one generation of the graph-pool setters
 // (-DMOCK_GEN=1|2|3), with fake cachalot entry points: every hook is wired; an out-of-memory
 // status throws c10::OutOfMemoryError and any other failure c10::Error, both with cachalot's
-// message; the free hook never throws; beginning a graph pool throws before anything else
-// happens (the filter handed to cachalot works); ending or releasing one only warns; a second
-// install is refused. Prints "ok" and exits 0, or the first failed check and exits 1.
+// message; the free hook never throws; graph pools: a begin routes exactly what PyTorch's own
+// allocator of that generation routes (the filter handed to cachalot), the matching end ends
+// the route of that pool (generations 1 and 2 name the route by capture id or stream, not by
+// pool: two routes open at once end each in its own pool), a refused begin throws before
+// anything else happens and leaves no route, an end with no route and a failed release only
+// warn; a second install is refused. Prints "ok" and exits 0, or the first failed check and
+// exits 1.
 #include "../../cachalot/_torch_ext.cpp"  // NOLINT: the extension's TU, anonymous namespace too
 
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <string>
+#include <vector>
 
 namespace fake {
 std::string error;
 int empty_cache_device = 7;
 int frees = 0;
-bool begin_had_filter = false;
-int filter_on_capture = -1;  // the filter's answers, asked during the call (it lives that long)
-int filter_on_other = -1;
-uint64_t begin_pool_id = 0;
+// The graph-pool calls made, in order ("begin 42", "end 42", "release 42": the pool's first
+// id), and each begun route's filter, as cachalot keeps it until the route ends.
+std::vector<std::string> pool_calls;
+struct route {
+  uint64_t pool;
+  int (*filter)(void*, void*);
+  void* context;
+};
+std::vector<route> routes;
 
 int malloc(int, void** out, size_t size, void*) {
   if (size == 666) return error = "out of memory: test numbers", 1;
@@ -40,19 +52,36 @@ int set_memory_fraction(int device, double) {
   return 0;
 }
 int begin(int, uint64_t id0, uint64_t, int (*filter)(void*, void*), void* context) {
-  begin_pool_id = id0;
-  begin_had_filter = filter != nullptr;
-  if (filter != nullptr) {
-    filter_on_capture = filter(context, reinterpret_cast<void*>(0x77));
-    filter_on_other = filter(context, nullptr);
+  if (id0 == 13) return error = "graph pools are refused here", 5;
+  pool_calls.push_back("begin " + std::to_string(id0));
+  routes.push_back({id0, filter, context});
+  return 0;
+}
+int end(int, uint64_t id0, uint64_t) {
+  // cachalot ends the most recent route into the pool.
+  for (auto it = routes.rbegin(); it != routes.rend(); ++it) {
+    if (it->pool == id0) {
+      routes.erase(std::next(it).base());
+      pool_calls.push_back("end " + std::to_string(id0));
+      return 0;
+    }
   }
-  return error = "graph pools are not implemented", 5;
+  return error = "no route into pool " + std::to_string(id0), 5;
 }
-int end(int, uint64_t, uint64_t) {
-  return error = "no pool", 5;
+int release(int, uint64_t id0, uint64_t) {
+  if (id0 == 99) return error = "no pool", 5;
+  pool_calls.push_back("release " + std::to_string(id0));
+  return 0;
 }
-int release(int, uint64_t, uint64_t) {
-  return error = "no pool", 5;
+// What the open route into `pool` answers for `stream`: 1, 0, or -1 without a filter (every
+// stream), -2 without a route.
+int routed(uint64_t pool, uintptr_t stream) {
+  for (auto it = routes.rbegin(); it != routes.rend(); ++it) {
+    if (it->pool != pool) continue;
+    if (it->filter == nullptr) return -1;
+    return it->filter(it->context, reinterpret_cast<void*>(stream));
+  }
+  return -2;
 }
 const char* last_error() {
   return error.c_str();
@@ -136,30 +165,79 @@ int main() {
           a->record_fn_(reinterpret_cast<void*>(0xbad), nullptr);
         }).find("not a live allocation") != std::string::npos);
 
-  // Graph pools: beginning throws with cachalot's message; end and release only warn.
-  const c10::cuda::MempoolId_t pool{42, 0};
-  auto* capture = reinterpret_cast<cudaStream_t>(0x77);
-  std::string refused;
+  // Graph pools. Streams A and B capture (capture ids 5 and 6), C does not.
+  const auto stream = [](uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); };
+  const uintptr_t A = 0x77, B = 0x88, C = 0x99;
+  mock_capture_ids()[stream(A)] = 5;
+  mock_capture_ids()[stream(B)] = 6;
+  const c10::cuda::MempoolId_t p42{42, 0}, p43{43, 0}, refused{13, 0};
+  std::string why;
+  std::size_t warnings = mock_warnings().size();
 #if MOCK_GEN == 1
-  refused = thrown<c10::Error>([&] { a->begin1_(0, 5, pool); });
-  CHECK(!fake::begin_had_filter);  // no stream known: every stream
-  a->end1_(0, 5);
+  // notifyCaptureBegin(device, capture id, pool) .. notifyCaptureAboutToEnd(device, id).
+  auto begin_a = [&] { a->begin1_(0, 5, p42); };
+  auto begin_b = [&] { a->begin1_(0, 6, p43); };
+  auto end_a = [&] { a->end1_(0, 5); };
+  auto end_b = [&] { a->end1_(0, 6); };
+  auto begin_refused = [&] { a->begin1_(0, 7, refused); };
+  auto end_refused = [&] { a->end1_(0, 7); };
 #elif MOCK_GEN == 2
-  refused = thrown<c10::Error>([&] { a->begin2_(0, capture, pool); });
-  CHECK(fake::filter_on_capture == 1 && fake::filter_on_other == 0);
-  a->end2_(0, capture);
+  // beginAllocateStreamToPool(device, stream, pool) .. endAllocateStreamToPool(device, stream).
+  auto begin_a = [&] { a->begin2_(0, stream(A), p42); };
+  auto begin_b = [&] { a->begin2_(0, stream(B), p43); };
+  auto end_a = [&] { a->end2_(0, stream(A)); };
+  auto end_b = [&] { a->end2_(0, stream(B)); };
+  auto begin_refused = [&] { a->begin2_(0, stream(C), refused); };
+  auto end_refused = [&] { a->end2_(0, stream(C)); };
 #else
-  refused = thrown<c10::Error>(
-      [&] { a->begin3_(0, pool, [capture](cudaStream_t s) { return s == capture; }); });
-  CHECK(fake::filter_on_capture == 1 && fake::filter_on_other == 0);
-  a->end3_(0, pool);
+  // beginAllocateToPool(device, pool, filter) .. endAllocateToPool(device, pool).
+  const auto only = [&](uintptr_t s) {
+    return std::function<bool(cudaStream_t)>(
+        [s, &stream](cudaStream_t x) { return x == stream(s); });
+  };
+  auto begin_a = [&] { a->begin3_(0, p42, only(A)); };
+  auto begin_b = [&] { a->begin3_(0, p43, only(B)); };
+  auto end_a = [&] { a->end3_(0, p42); };
+  auto end_b = [&] { a->end3_(0, p43); };
+  auto begin_refused = [&] { a->begin3_(0, refused, only(C)); };
+  auto end_refused = [&] { a->end3_(0, refused); };
 #endif
-  (void)capture;
-  CHECK(refused.find("graph pools are not implemented") != std::string::npos);
-  CHECK(fake::begin_pool_id == 42);
-  a->release_(0, pool);
-  CHECK(mock_warnings().size() == 2);
-  CHECK(mock_warnings()[1].find("release of graph pool") != std::string::npos);
+  // Two routes open at once, each routing only its own capture's stream.
+  begin_a();
+  begin_b();
+  CHECK(fake::routed(42, A) == 1 && fake::routed(42, B) == 0 && fake::routed(42, C) == 0);
+  CHECK(fake::routed(43, B) == 1 && fake::routed(43, A) == 0 && fake::routed(43, C) == 0);
+  // Each end ends its own pool's route (never pool {0, 0}), in any order.
+  end_b();
+  CHECK(fake::routed(43, B) == -2 && fake::routed(42, A) == 1);
+  end_a();
+  CHECK(fake::routes.empty());
+  CHECK(mock_warnings().size() == warnings);
+  a->release_(0, p42);
+  a->release_(0, p43);
+  const std::vector<std::string> expected = {"begin 42", "begin 43",   "end 43",
+                                             "end 42",   "release 42", "release 43"};
+  CHECK(fake::pool_calls == expected);
+  // A second capture into the same pool is a new route, ended like the first.
+  begin_a();
+  CHECK(fake::routed(42, A) == 1);
+  end_a();
+  CHECK(fake::routes.empty() && fake::pool_calls.size() == expected.size() + 2);
+  // A refused begin throws with cachalot's message and leaves no route: its end only warns.
+  why = thrown<c10::Error>(begin_refused);
+  CHECK(why.find("graph pools are refused here") != std::string::npos);
+  end_refused();
+  CHECK(fake::pool_calls.size() == expected.size() + 2);
+  CHECK(mock_warnings().size() == warnings + 1);
+#if MOCK_GEN == 3
+  CHECK(mock_warnings().back().find("end of graph pool") != std::string::npos);
+#else
+  CHECK(mock_warnings().back().find("no graph pool was begun for") != std::string::npos);
+#endif
+  // A failed release only warns.
+  a->release_(0, c10::cuda::MempoolId_t{99, 0});
+  CHECK(mock_warnings().size() == warnings + 2);
+  CHECK(mock_warnings().back().find("release of graph pool") != std::string::npos);
 
   CHECK(thrown<c10::Error>([&] { m.fns.at("install")(fns); }).find("installed already") !=
         std::string::npos);

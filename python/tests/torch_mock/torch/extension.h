@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-typedef struct CUstream_st* cudaStream_t;
+#include <cuda_runtime_api.h>
 
 namespace c10 {
 struct Error : std::runtime_error {

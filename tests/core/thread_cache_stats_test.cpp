@@ -1,0 +1,331 @@
+// The thread cache's stats are those of a drain (detail/thread_cache.hpp): the same calls made
+// with lanes (thread_cache:N) and without (thread_cache:0) give the same current and peak of
+// every quantity, also when a segment's last live blocks sit in lanes (its bytes are then not
+// inactive-split), after reset_peak_stats (peak == current), when a lane evicts, when another
+// size is served from a segment lanes hold whole, and when two threads' lanes hold one
+// segment's last blocks; with fixed and with expandable segments. Several threads cycling the
+// last blocks of segments, with a reader meanwhile, keep peaks and currents consistent.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cachalot/allocator.hpp"
+#include "cachalot/simulated_device.hpp"
+#include "support/invariants.hpp"
+
+namespace cachalot::testing {
+namespace {
+
+stream_t s1() {
+  return reinterpret_cast<stream_t>(std::uintptr_t{64});
+}
+
+/// A thread that runs the closures it is given, one at a time, each before run() returns: its
+/// thread-cache slot (and so its lane) stays the same for the whole test.
+class worker {
+ public:
+  worker() : thread_([this] { loop(); }) {}
+  ~worker() {
+    run(nullptr);
+    thread_.join();
+  }
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+
+  /// Runs `fn` on the worker and waits for it (nullptr: the worker ends).
+  void run(std::function<void()> fn) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    job_ = std::move(fn);
+    has_job_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !has_job_; });
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return has_job_; });
+      std::function<void()> job = std::move(job_);
+      const bool stop = job == nullptr;
+      if (job) job();
+      has_job_ = false;
+      cv_.notify_all();
+      if (stop) return;
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool has_job_ = false;
+  std::thread thread_;
+};
+
+/// Two allocators on two identical simulated devices, one with lanes and one without, given
+/// the same calls; check() compares their stats.
+class twin {
+ public:
+  explicit twin(const std::string& conf, const std::string& lanes = "thread_cache:16")
+      : lanes_(config::parse("backend:simulated,capacity:1GiB," + conf + "," + lanes)),
+        plain_(config::parse("backend:simulated,capacity:1GiB," + conf + ",thread_cache:0")) {}
+
+  /// Allocates `bytes` into `slot` (on the calling thread, or on `w`).
+  void alloc(std::size_t slot, std::size_t bytes, worker* w = nullptr) {
+    if (slot >= l_.size()) {
+      l_.resize(slot + 1);
+      p_.resize(slot + 1);
+    }
+    on(w, [&] {
+      l_[slot] = lanes_.allocate(bytes, s1());
+      p_[slot] = plain_.allocate(bytes, s1());
+    });
+  }
+  /// Frees what `slot` holds (on the calling thread, or on `w`).
+  void free(std::size_t slot, worker* w = nullptr) {
+    on(w, [&] {
+      lanes_.deallocate(l_[slot]);
+      plain_.deallocate(p_[slot]);
+    });
+  }
+  void reset_peaks() {
+    lanes_.reset_peak_stats();
+    plain_.reset_peak_stats();
+  }
+  void empty_cache() {
+    lanes_.empty_cache();
+    plain_.empty_cache();
+  }
+
+  /// Every current and peak of the two agree. (Where free blocks lie may differ: a lane keeps
+  /// its blocks apart, and hands one back where a best fit might not take it.)
+  void check(const std::string& where) {
+    SCOPED_TRACE(where);
+    const memory_stats l = lanes_.stats();
+    const memory_stats p = plain_.stats();
+    // (Cumulative inactive-split totals depend on the order in which blocks are coalesced.)
+    const auto same = [](const pool_stats& a, const pool_stats& b, const char* what,
+                         bool totals = true) {
+      for (const auto& [x, y, pool] :
+           {std::tuple{&a.all, &b.all, "all"}, std::tuple{&a.small, &b.small, "small"},
+            std::tuple{&a.large, &b.large, "large"}}) {
+        EXPECT_EQ(x->current, y->current) << what << "." << pool << ".current";
+        EXPECT_EQ(x->peak, y->peak) << what << "." << pool << ".peak";
+        EXPECT_GE(x->peak, x->current) << what << "." << pool;
+        if (!totals) continue;
+        EXPECT_EQ(x->allocated, y->allocated) << what << "." << pool << ".allocated";
+        EXPECT_EQ(x->freed, y->freed) << what << "." << pool << ".freed";
+      }
+    };
+    same(l.requested_bytes, p.requested_bytes, "requested_bytes");
+    same(l.allocated_bytes, p.allocated_bytes, "allocated_bytes");
+    same(l.active_bytes, p.active_bytes, "active_bytes");
+    same(l.inactive_split_bytes, p.inactive_split_bytes, "inactive_split_bytes", false);
+    same(l.reserved_bytes, p.reserved_bytes, "reserved_bytes");
+    same(l.allocations, p.allocations, "allocations");
+    same(l.segments, p.segments, "segments");
+    EXPECT_EQ(l.num_allocs, p.num_allocs);
+    EXPECT_EQ(l.num_frees, p.num_frees);
+    expect_stats_match_snapshot(lanes_);
+  }
+
+  allocator& lanes() { return lanes_; }
+
+ private:
+  template <class Fn>
+  static void on(worker* w, Fn&& fn) {
+    if (w == nullptr) {
+      fn();
+    } else {
+      w->run(fn);
+    }
+  }
+
+  allocator lanes_;
+  allocator plain_;
+  std::vector<void*> l_, p_;
+};
+
+class lane_stats : public ::testing::TestWithParam<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(segments, lane_stats,
+                         ::testing::Values("expandable_segments:0", "expandable_segments:1"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param).back() == '1' ? "expandable" : "fixed";
+                         });
+
+TEST_P(lane_stats, ASegmentsLastLiveBlockInALaneIsNotInactiveSplit) {
+  // The case: one 512 KiB block of a 2 MiB segment, freed into the lane. Without lanes
+  // the segment is wholly free and the inactive-split peak stays 1.5 MiB.
+  twin t(GetParam());
+  t.alloc(0, 512 * KiB);
+  t.check("allocated");
+  t.free(0);
+  t.check("freed into the lane");
+  t.reset_peaks();
+  t.check("after reset_peak_stats");
+  EXPECT_EQ(t.lanes().stats().inactive_split_bytes.all.peak, 0u);
+  t.alloc(0, 512 * KiB);
+  t.check("from the lane");
+  t.free(0);
+  t.reset_peaks();
+  t.check("reset again");
+  for (int i = 0; i < 100; ++i) {  // the hot pair: every free is the segment's last
+    t.alloc(0, 512 * KiB);
+    t.free(0);
+  }
+  t.check("after 100 pairs");
+}
+
+TEST_P(lane_stats, EveryLiveBlockOfASegmentInOneLane) {
+  twin t(GetParam());
+  t.alloc(0, 256 * KiB);
+  t.alloc(1, 128 * KiB);
+  t.alloc(2, 64 * KiB);
+  t.free(1);
+  t.check("one in the lane");
+  t.free(0);
+  t.check("two in the lane");
+  t.free(2);
+  t.check("all three in the lane");
+  t.reset_peaks();
+  t.check("reset");
+  t.alloc(2, 64 * KiB);
+  t.check("one back");
+  t.alloc(0, 256 * KiB);
+  t.free(2);
+  t.free(0);
+  t.check("back in the lane");
+}
+
+TEST_P(lane_stats, AnotherSizeFromASegmentLanesHoldWhole) {
+  // The lane holds the segment's only live block; an allocation the lane cannot serve takes
+  // the segment's free space from the stream: the segment is split again.
+  twin t(GetParam());
+  t.alloc(0, 4 * KiB);
+  t.free(0);
+  t.reset_peaks();
+  t.alloc(1, 64 * KiB);
+  t.check("64 KiB from the stream");
+  t.free(1);
+  t.check("both in the lane");
+  t.alloc(0, 4 * KiB);
+  t.alloc(1, 64 * KiB);
+  t.check("both from the lane");
+  t.free(0);
+  t.free(1);
+  t.check("end");
+}
+
+TEST_P(lane_stats, ALaneThatEvictsLeavesTheSameStats) {
+  // Two blocks per lane: the third free evicts the oldest, which its stream frees.
+  twin t(GetParam(), "thread_cache:2");
+  t.alloc(0, 8 * KiB);
+  t.alloc(1, 8 * KiB);
+  t.alloc(2, 8 * KiB);
+  t.free(0);
+  t.free(1);
+  t.check("lane full");
+  t.free(2);
+  t.check("evicted");
+  t.reset_peaks();
+  t.alloc(3, 16 * KiB);
+  t.check("from the stream");
+  t.free(3);
+  t.check("end");
+}
+
+TEST_P(lane_stats, TwoThreadsLanesHoldASegmentsLastBlocks) {
+  twin t(GetParam());
+  worker a, b;
+  t.alloc(0, 32 * KiB, &a);
+  t.alloc(1, 32 * KiB, &b);
+  t.free(0, &a);
+  t.check("one in a's lane");
+  t.free(1, &b);
+  t.check("both lanes");
+  t.reset_peaks();
+  t.check("reset");
+  for (int i = 0; i < 20; ++i) {
+    t.alloc(0, 32 * KiB, &a);
+    t.check("a took its block");
+    t.alloc(1, 32 * KiB, &b);
+    t.free(0, &a);
+    t.free(1, &b);
+  }
+  t.check("after 20 rounds");
+  t.alloc(2, 100 * KiB);  // the main thread: from the stream, the segment split again
+  t.check("another thread's allocation");
+  t.free(2);
+  t.empty_cache();
+  t.check("emptied");
+}
+
+TEST_P(lane_stats, ThreadsCyclingTheLastBlocksOfSegmentsKeepPeaksConsistent) {
+  // Four threads on one stream keep one or two small blocks each, so that segments keep
+  // becoming held whole by one lane, by several, or by none; a fifth reads stats, snapshots
+  // and resets the peaks meanwhile. Every read has peak >= current and current values a
+  // snapshot could have; at the end the stats match the snapshot, and a reset makes every
+  // peak its current value.
+  allocator a(config::parse(std::string("backend:simulated,capacity:1GiB,") + GetParam()));
+  constexpr int threads = 4;
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0};
+  std::thread reader([&] {
+    int n = 0;
+    while (!done.load(std::memory_order_acquire)) {
+      const memory_stats st = a.stats();
+      for (const pool_stats* g :
+           {&st.requested_bytes, &st.allocated_bytes, &st.active_bytes, &st.inactive_split_bytes,
+            &st.reserved_bytes, &st.allocations, &st.segments}) {
+        for (const stat* x : {&g->all, &g->small, &g->large}) EXPECT_GE(x->peak, x->current);
+      }
+      EXPECT_LE(st.active_bytes.all.current + st.inactive_split_bytes.all.current,
+                st.reserved_bytes.all.current);
+      EXPECT_LE(st.allocated_bytes.all.current, st.active_bytes.all.current);
+      if (++n % 8 == 0) a.reset_peak_stats();
+      if (n % 16 == 0) expect_well_formed(a.snapshot());
+      reads.store(n, std::memory_order_relaxed);
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      void* keep = nullptr;
+      for (int i = 0; i < 3000 || (reads.load(std::memory_order_relaxed) < 200 && i < 300000);
+           ++i) {
+        const std::size_t size = (1 + (i + t) % 3) * 8 * KiB;
+        void* p = a.allocate(size, s1());
+        if (i % 5 == 0) std::swap(p, keep);
+        if (p != nullptr) a.deallocate(p);
+      }
+      if (keep != nullptr) a.deallocate(keep);
+    });
+  }
+  for (auto& t : pool) t.join();
+  done.store(true, std::memory_order_release);
+  reader.join();
+  expect_stats_match_snapshot(a);
+  a.reset_peak_stats();
+  const memory_stats st = a.stats();
+  EXPECT_EQ(st.allocated_bytes.all.current, 0u);
+  for (const pool_stats* g :
+       {&st.requested_bytes, &st.allocated_bytes, &st.active_bytes, &st.inactive_split_bytes,
+        &st.reserved_bytes, &st.allocations, &st.segments}) {
+    for (const stat* x : {&g->all, &g->small, &g->large}) EXPECT_EQ(x->peak, x->current);
+  }
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
+}
+
+}  // namespace
+}  // namespace cachalot::testing
