@@ -14,21 +14,6 @@
 namespace cachalot::detail {
 namespace {
 
-std::size_t span_bytes(const std::vector<address_span>& spans) noexcept {
-  std::size_t n = 0;
-  for (const address_span& s : spans) n += s.hi - s.lo;
-  return n;
-}
-
-/// Adds [at, at + bytes) to `spans` (kept by address), joining the last span when adjacent.
-void append(std::vector<address_span>& spans, std::uintptr_t at, std::size_t bytes) {
-  if (!spans.empty() && spans.back().hi == at) {
-    spans.back().hi += bytes;
-  } else {
-    spans.push_back(address_span{at, at + bytes});
-  }
-}
-
 /// The union of two sorted lists of disjoint spans, sorted, adjacent spans joined.
 std::vector<address_span> merged(std::vector<address_span> a, const std::vector<address_span>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -107,7 +92,7 @@ sleeper::mapped_spans sleeper::plan_wake(pool_record& p, std::size_t* total) {
       const std::uintptr_t lo = std::max(b->addr / chunk * chunk, covered);
       const std::uintptr_t hi = (b->addr + b->size + chunk - 1) / chunk * chunk;
       for (std::uintptr_t at = lo; at < hi; at += chunk) {
-        if (!covers(a.held, at)) append(want[i], at, chunk);
+        if (!covers(a.held, at)) append_span(want[i], at, chunk);
       }
       covered = std::max(covered, hi);
     }
@@ -149,7 +134,7 @@ void sleeper::map_asleep(pool_record& p, const mapped_spans& want, mapped_spans&
         for (; next < todo.size(); ++next, room -= chunk) {
           const auto [i, at] = todo[next];
           if (!e_.backend_->map_chunk(reinterpret_cast<void*>(at), chunk)) break;
-          append(mapped[i], at, chunk);
+          append_span(mapped[i], at, chunk);
         }
       } catch (...) {
         e_.release_room(p, room);
@@ -237,7 +222,7 @@ void sleeper::unmap_spans(pool_record& p, const mapped_spans& mapped) noexcept {
           e_.backend_->unmap_chunk(reinterpret_cast<void*>(at), chunk);
           unmapped += chunk;
         } catch (...) {
-          append(stuck, at, chunk);
+          append_span(stuck, at, chunk);
         }
       }
     }

@@ -55,6 +55,22 @@ struct address_span {
   std::uintptr_t hi = 0;
 };
 
+/// The bytes of `spans`.
+inline std::size_t span_bytes(const std::vector<address_span>& spans) noexcept {
+  std::size_t n = 0;
+  for (const address_span& s : spans) n += s.hi - s.lo;
+  return n;
+}
+
+/// Adds [at, at + bytes) to `spans` (kept by address), joining the last span when adjacent.
+inline void append_span(std::vector<address_span>& spans, std::uintptr_t at, std::size_t bytes) {
+  if (!spans.empty() && spans.back().hi == at) {
+    spans.back().hi += bytes;
+  } else {
+    spans.push_back(address_span{at, at + bytes});
+  }
+}
+
 /// An expandable segment of a sleeping pool and what is still mapped in it.
 struct asleep_segment {
   stream_state* ss = nullptr;
@@ -160,7 +176,7 @@ class sleeper {
   /// Ends the change begun by begin(): the pool is in phase `to`.
   void finish(pool_record& p, phase to);
   void check_sleepable(const pool_record& p, sleep_mode mode) const;
-  // The steps of a sleep (pool_sleep.cpp).
+  // The steps of a sleep (pool_sleep.cpp; the rest of the sleeper is in pool_asleep.cpp).
   bool sleep_pool(pool_record& p, sleep_mode mode, bool pressure, std::size_t* released);
   void enter(pool_record& p, sleep_mode mode, std::size_t* released, bool* asleep);
   void settle_pending(pool_record& p);
@@ -185,7 +201,7 @@ class sleeper {
 
   engine& e_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;  ///< a pool's phase changed
+  std::condition_variable changed_;                          ///< a pool's phase changed
   std::vector<std::unique_ptr<pool_sleep_record>> records_;  ///< by pool id (mutex_)
   std::vector<std::pair<void*, std::size_t>> stale_;  ///< host copies the device kept (mutex_)
 };
