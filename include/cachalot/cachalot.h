@@ -205,7 +205,12 @@ CACHALOT_API cachalot_status cachalot_memory_summary(cachalot_allocator* a, char
  *   "requested": 500, "state": "allocated"}, ...]}, ...]}
  *  Addresses and streams are unsigned integers; segments are sorted by address and their
  *  blocks cover them in address order; a block's state is "allocated", "pending" (freed,
- *  awaiting events on other streams) or "free" (cached); "requested" is 0 for free blocks.
+ *  awaiting events on other streams), "free" (cached) or "unmapped" (a hole of an expandable
+ *  segment); "requested" is 0 for free blocks. Each segment also has "memory_pool" (the id of
+ *  its pool) and "asleep" (true while its pool sleeps: its allocated blocks have no memory
+ *  behind them, "size" is what it still holds). After "segments", "sleeping_pools" lists the
+ *  pools asleep: [{"pool": 3, "mode": "offload" or "discard", "bytes_asleep": N,
+ *  "bytes_offloaded": N, "bytes_held": N}, ...] (cachalot_stats.sleep_*).
  *  After "segments", "device_calls" gives the device calls of the allocator's backend:
  *  {"timing": "modeled", "total_ns": N, "calls": N, "syncs": N, "implied_syncs": N,
  *   "implied_sync_ns": N, "by_kind": {"segment_alloc": {"calls": N, "ns": N}, ...}} (the
