@@ -156,8 +156,8 @@ class device_backend {
   //  - allocate_host(bytes) returns page-locked ("pinned") host memory of `bytes` (> 0) bytes
   //    that the host may read and write and that copies on a stream may use without staging;
   //    nullptr when the host cannot pin that much. free_host(ptr, bytes) takes back exactly one
-  //    allocate_host, the same ptr and bytes; it may synchronize the device (cuMemFreeHost and
-  //    cudaFreeHost do), so the engine calls it rarely.
+  //    allocate_host, the same ptr and bytes; it may synchronize the device (the cost model
+  //    assumes it does: docs/usage.md, cost_host_free), so the engine calls it rarely.
   //  - copy_to_host(dst, src, bytes, stream) queues a copy of `bytes` from device memory at
   //    `src` (inside one mapped chunk run or one live segment) to pinned host memory at `dst`
   //    (inside one allocate_host) behind the work queued so far on `stream`; copy_to_device the

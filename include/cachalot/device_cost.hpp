@@ -8,9 +8,9 @@
 //
 // Invariants: the model changes time only, never which bytes a device hands out; a latency is
 // fixed + per_gib x bytes / GiB nanoseconds (integer arithmetic, rounded down, saturating); a
-// segment free or a pinned host free implies a device-wide synchronization (cudaFree, cuMemFree
-// and cudaFreeHost synchronize), which the model charges as one device_sync on top of the free
-// and counts as an implied sync.
+// segment free implies a device-wide synchronization (cudaFree and cuMemFree synchronize), and so,
+// conservatively, does a pinned host free (docs/usage.md, cost_host_free); the model charges it
+// as one device_sync on top of the free and counts it as an implied sync.
 //
 // Config keys (docs/usage.md, "Device cost model"): `cost_model:on|off` and one key per call
 // kind, `cost_<name>` (device_call_name), whose value is a duration ("1.5us") or, for the sized
