@@ -30,7 +30,7 @@ def load_bench(path):
     preferred when repetitions were run."""
     with open(path) as f:
         data = json.load(f)
-    runs, medians = {}, {}
+    runs, medians, reps = {}, {}, {}
     for b in data.get("benchmarks", []):
         if b.get("error_occurred"):
             continue
@@ -49,8 +49,23 @@ def load_bench(path):
                 medians[key] = entry
         else:
             runs[key] = entry
+            reps.setdefault(key, []).append(entry["ns"])
     runs.update(medians)
+    for key, entry in runs.items():
+        ns = reps.get(key, [entry["ns"]])
+        entry["lo"], entry["hi"] = min(ns), max(ns)
     return data.get("context", {}), runs
+
+
+def spread_cell(e):
+    """The repetitions' min-max as a share of the median: (max - min) / median."""
+    if not e or e["ns"] <= 0:
+        return "-"
+    return "%.0f%%" % (100.0 * (e.get("hi", e["ns"]) - e.get("lo", e["ns"])) / e["ns"])
+
+
+def fmt_range(lo, hi):
+    return "%s-%s" % (fmt_ns(lo), fmt_ns(hi)) if lo != hi else "-"
 
 
 def fmt_ns(ns):
@@ -71,23 +86,27 @@ def bench_table(runs):
         if impl == "cachalot" and (fam, params) not in families:
             families.append((fam, params))
     present = [b for b in BASELINES if any(k[1] == b for k in runs)]
-    head = "%-20s %-22s %11s" % ("benchmark", "parameters", "cachalot")
+    head = "%-20s %-22s %11s %23s" % ("benchmark", "parameters", "cachalot", "min-max")
     for b in present:
-        head += " %11s %7s" % (LABEL[b], "ratio")
+        head += " %11s %6s %7s" % (LABEL[b], "spread", "ratio")
     lines = [head, "-" * len(head)]
     for fam, params in families:
-        c = runs[(fam, "cachalot", params)]["ns"]
-        line = "%-20s %-22s %11s" % (fam, params, fmt_ns(c))
+        me = runs[(fam, "cachalot", params)]
+        c = me["ns"]
+        line = "%-20s %-22s %11s %23s" % (fam, params, fmt_ns(c),
+                                          fmt_range(me.get("lo", c), me.get("hi", c)))
         for b in present:
             other = runs.get((fam, b, params))
-            line += (" %11s %7s" % (fmt_ns(other["ns"]), fmt_ratio(c / other["ns"])) if other
-                     else " %11s %7s" % ("-", ""))
+            line += (" %11s %6s %7s" % (fmt_ns(other["ns"]), spread_cell(other),
+                                        fmt_ratio(c / other["ns"])) if other
+                     else " %11s %6s %7s" % ("-", "", ""))
         lines.append(line)
     lines.append("columns: benchmark family and its parameters; cachalot's time per operation "
                  "(one allocate+free pair for hot_pair, holes, streams and threads; one allocate "
                  "or free for random; median of the repetitions; threads: wall time / all "
-                 "threads' operations); then each baseline's time and ratio = cachalot / baseline "
-                 "(below 1: cachalot is faster).")
+                 "threads' operations) and the fastest to slowest repetition (min-max); then each "
+                 "baseline's median time, its spread = (slowest - fastest repetition) / median, "
+                 "and ratio = cachalot / baseline medians (below 1: cachalot is faster).")
     lines.append("baselines: glibc = malloc/free of the same sizes on the host. It is the "
                  "yardstick for host bookkeeping because it is the fastest general-purpose "
                  "allocator every machine has (a thread cache, no locks on its fast path): a "
@@ -155,11 +174,17 @@ def syncs_cell(r):
     return "%d" % d["syncs"] if d else "-"
 
 
+def ns_range_cell(r):
+    lo, hi = r.get("ns_per_op_min"), r.get("ns_per_op_max")
+    return "%.1f-%.1f" % (lo, hi) if lo is not None and hi is not None else "-"
+
+
 def replay_table(title, replays):
     lines = [title]
-    head = ("%-18s %7s %9s %9s %9s %9s %6s %4s %9s %7s %8s %6s %6s %5s | %6s %8s %8s %6s | %15s"
+    head = ("%-18s %7s %9s %9s %9s %9s %6s %4s %9s %7s %13s %8s %6s %6s %5s | %6s %8s %8s %6s | "
+            "%15s"
             % ("trace", "ops", "capacity", "peak req", "peak all", "peak res", "frag", "OOM",
-               "seg a/f", "ns/op", "dev ms", "%span", "calls", "syncs", "p-frag", "p-ns/op",
+               "seg a/f", "ns/op", "ns range", "dev ms", "%span", "calls", "syncs", "p-frag", "p-ns/op",
                "p-dev ms", "p-span", "min capacity"))
     lines += [head, "-" * len(head)]
     incomplete = []
@@ -167,11 +192,12 @@ def replay_table(title, replays):
         b = r.get("baseline")
         name = os.path.basename(r["trace"])
         lines.append(
-            "%-18s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f %8s %6s %6s %5s | %6s %8s %8s %6s | %15s"
+            "%-18s %7d %9s %9s %9s %9s %6s %4d %9s %7.1f %13s %8s %6s %6s %5s | %6s %8s %8s %6s | "
+            "%15s"
             % (name[:18], r["ops"], gib(r["capacity_bytes"]), gib(r["peak_requested_bytes"]),
                gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), frag_cell(r),
                r["ooms"], "%d/%d" % (r["segment_allocs"], r["segment_frees"]), r["ns_per_op"],
-               dev_ms_cell(r), span_cell(r), calls_cell(r), syncs_cell(r), frag_cell(b),
+               ns_range_cell(r), dev_ms_cell(r), span_cell(r), calls_cell(r), syncs_cell(r), frag_cell(b),
                "%.1f" % b["ns_per_op"] if b else "-", dev_ms_cell(b), span_cell(b),
                min_capacity_cell(r)))
         if r.get("complete", True) is False:
@@ -182,7 +208,7 @@ def replay_table(title, replays):
                  "segments) bytes; frag = peak reserved / peak requested (n/a when allocations "
                  "were refused: the peaks then cover only what was served); OOM = allocations "
                  "refused; seg a/f = device segment allocations / frees; ns/op = host time per "
-                 "operation, median of the repeats; dev ms = device time of every device call "
+                 "operation, median of the repeats; ns range = the fastest to the slowest repeat; dev ms = device time of every device call "
                  "(modeled by the simulated device's cost model, docs/usage.md; measured on a "
                  "GPU), the implied synchronization of each segment free included; %span = that "
                  "time as a share of the trace's own span (its first to last timestamp); calls = "
@@ -385,7 +411,8 @@ def device_time_targets(replays, what):
         out.append(verdict(ok, "%-18s %s: modeled device time %.2f ms = %.2f%% of the trace's "
                            "span (<= 1%%), %d device syncs (0 outside an OOM retry)" % (
                                os.path.basename(r["trace"]), what, d["total_ns"] / 1e6,
-                               100 * share, d["syncs"])))
+                               100 * share, d["syncs"]),
+                           "%s %s device time" % (os.path.basename(r["trace"]), what)))
     return out
 
 
@@ -432,6 +459,81 @@ def scaling_lines(runs):
     return lines
 
 
+# --- docs/benchmarks.md's tables (--markdown): the same figures, as Markdown -----------------
+
+def md_row(cells):
+    return "| " + " | ".join(cells) + " |"
+
+
+def md_bench(runs):
+    """Benchmarks: cachalot's median and min-max, each baseline's median, spread and ratio."""
+    present = [b for b in BASELINES if any(k[1] == b for k in runs)]
+    head = ["benchmark", "parameters", "cachalot (median)", "min-max"]
+    for b in present:
+        head += [LABEL[b], "spread", "ratio"]
+    lines = [md_row(head), md_row(["---"] * len(head))]
+    for fam, impl, params in runs:
+        if impl != "cachalot":
+            continue
+        me = runs[(fam, impl, params)]
+        cells = [fam, params or "-", fmt_ns(me["ns"]), fmt_range(me["lo"], me["hi"])]
+        for b in present:
+            other = runs.get((fam, b, params))
+            cells += ([fmt_ns(other["ns"]), spread_cell(other), fmt_ratio(me["ns"] / other["ns"])]
+                      if other else ["-", "", ""])
+        lines.append(md_row(cells))
+    return lines
+
+
+def md_replay_cells(r):
+    d = device_of(r)
+    maps = "%d/%d" % (r.get("chunk_maps", 0), r.get("chunk_unmaps", 0))
+    m = r.get("min_capacity")
+    min_cap = "-" if not m else ("%.3fx" % m["factor"] if m.get("found") else
+                                 "none <= %s" % gib(m["searched_up_to_bytes"]))
+    return [frag_cell(r), "%d" % r["ooms"], min_cap,
+            "%d/%d" % (r["segment_allocs"], r["segment_frees"]), maps, calls_cell(r),
+            syncs_cell(r), (dev_ms_cell(r) + " (" + span_cell(r) + ")") if d else "-",
+            "%.1f (%s)" % (r["ns_per_op"], ns_range_cell(r))]
+
+
+def md_replays(fixed, expandable):
+    """Per trace: fixed segments, then expandable segments, at the same capacity."""
+    kinds = ["reserved/requested", "OOM", "min capacity", "segments a/f", "chunk maps/unmaps",
+             "device calls", "syncs", "dev ms (%span)", "host ns/op (min-max)"]
+    head = ["trace", "ops"] + ["fixed: " + k for k in kinds]
+    if expandable is not None:
+        head += ["expandable: " + k for k in kinds]
+    by_name = {os.path.basename(r["trace"]): r for r in (expandable or [])}
+    lines = [md_row(head), md_row(["---"] * len(head))]
+    for f in fixed:
+        name = os.path.basename(f["trace"])
+        cells = [name.replace(".csv", ""), "{:,}".format(f["ops"])] + md_replay_cells(f)
+        if expandable is not None:
+            e = by_name.get(name)
+            cells += md_replay_cells(e) if e else ["not replayed"] + [""] * (len(kinds) - 1)
+        lines.append(md_row(cells))
+    return lines
+
+
+def write_markdown(path, runs, sets, expandable, target, tuned):
+    out = ["<!-- scripts/bench_report.py --markdown: generated from one main-job run -->", "",
+           "Benchmarks (time per operation; ratio = cachalot / baseline medians, below 1: "
+           "cachalot faster; min-max and spread over the repetitions):", ""]
+    out += md_bench(runs) + ["", "Thread scaling:", "", "```text"] + scaling_lines(runs)
+    out += ["```"]
+    for title, replays in sets:
+        exp = expandable if title == target else None
+        out += ["", "Replays, %s%s:" % (title, ", with expandable_segments:1 beside" if exp else ""),
+                ""] + md_replays(replays, exp)
+    if tuned:
+        out += ["", "```text"] + tune_table(tuned) + ["```"]
+    out += ["", "```text"] + ["%s %s" % ("MET   " if t["met"] else "MISSED", t["text"])
+                              for t in TARGETS] + [verdict_line(TARGETS), "```", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", required=True)
@@ -443,6 +545,7 @@ def main():
     ap.add_argument("--tune", help="FILE.jsonl of cachalot-replay --tune --json, one per trace")
     ap.add_argument("--device", default="")
     ap.add_argument("--targets-json", help="FILE: the targets, met or missed, as JSON")
+    ap.add_argument("--markdown", help="FILE: the tables of docs/benchmarks.md as Markdown")
     if sys.argv[1:2] == ["--merge-targets"]:
         if len(sys.argv) < 4:
             ap.error("--merge-targets OUT.json IN.json [IN.json ...]")
@@ -488,6 +591,9 @@ def main():
     out += ["", verdict_line(TARGETS)]
     if args.targets_json:
         write_targets(args.targets_json, TARGETS)
+    if args.markdown:
+        write_markdown(args.markdown, runs, sets, expandable,
+                       args.target_replay or (sets[0][0] if sets else None), tuned)
     print("\n".join(out))
 
 

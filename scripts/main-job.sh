@@ -42,7 +42,7 @@ build() {
 run_benchmarks() {
   say "running benchmarks (min time ${MIN_TIME}s, ${REPS} repetitions; log: $OUT/bench.txt)"
   "$BUILD/bench/cachalot_bench" --benchmark_filter="$FILTER" --benchmark_min_time="$MIN_TIME" \
-    --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
+    --benchmark_repetitions="$REPS" --benchmark_display_aggregates_only=true \
     --benchmark_out="$OUT/bench.json" --benchmark_out_format=json >"$OUT/bench.txt" 2>&1
 }
 
@@ -85,6 +85,7 @@ main() {
     --expandable "$OUT/replay-1.2x-expandable.jsonl" \
     --plots "$OUT/plots/ (requested, allocated and reserved bytes over each replay)" \
     --tune "$OUT/tune-1.2x.jsonl" --targets-json "$OUT/targets.json" \
+    --markdown "$OUT/tables.md" \
     --device "$device" | tee "$OUT/report.txt"
   say "memory pools: cache-hit cost and the two-tenant replay (scripts/pools-job.sh)"
   scripts/pools-job.sh "$BUILD" "$OUT" | tee "$OUT/report-pools.txt"

@@ -30,7 +30,7 @@ TRACE=bench/traces/tenants/two_tenant_serving.csv
 mkdir -p "$OUT"
 "$BENCH" --benchmark_filter='^pool_hot_pair/' --benchmark_min_time="${BENCH_MIN_TIME:-0.1}" \
   --benchmark_repetitions="${BENCH_REPETITIONS:-10}" --benchmark_enable_random_interleaving=true \
-  --benchmark_report_aggregates_only=true \
+  --benchmark_display_aggregates_only=true \
   --benchmark_out="$OUT/bench-pools.json" --benchmark_out_format=json >"$OUT/bench-pools.txt" 2>&1
 TARGETS="$OUT/targets-pools.json"  # this job's targets, for the main job's verdict
 python3 - "$OUT/bench-pools.json" "$TARGETS" <<'EOF'

@@ -91,11 +91,16 @@ class Figures:
                           device.get("implied_syncs", doc["segment_frees"]))
 
 
+def _size(capacity):
+    """A capacity for the tools' --capacity: bytes with their unit (a bare number is refused)."""
+    return "%dB" % capacity if isinstance(capacity, int) else str(capacity)
+
+
 def cachalot_run(tool, trace, capacity, config="", timeline=None):
     """cachalot-replay of `trace` at `capacity` bytes with `config` (one thread, no baseline);
     `timeline`: a CSV path for its memory after each operation."""
     cmd = [tool, "--json", "--repeat", "1", "--no-baseline", "--one-thread",
-           "--capacity", str(capacity)]
+           "--capacity", _size(capacity)]
     if config:
         cmd += ["--config", config]
     if timeline:
@@ -105,7 +110,7 @@ def cachalot_run(tool, trace, capacity, config="", timeline=None):
 
 def pytorch_run(tool, trace, capacity, expandable=False, stop_at_oom=False):
     """cachalot-pytorch-replay of `trace` at `capacity` bytes (one process)."""
-    cmd = [tool, "--json", "--capacity", str(capacity)]
+    cmd = [tool, "--json", "--capacity", _size(capacity)]
     if expandable:
         cmd.append("--expandable")
     if stop_at_oom:
@@ -142,5 +147,5 @@ def recommended_conf(tool, trace, capacity):
     """The CACHALOT_CONF that `cachalot-replay --tune` recommends for `trace` at `capacity`
     ("" when the defaults are best)."""
     doc = _run_json([tool, "--tune", "--json", "--repeat", "1", "--jobs", "1", "--capacity",
-                     str(capacity), "--", str(trace)])
+                     _size(capacity), "--", str(trace)])
     return "" if doc.get("recommended_is_default") else doc["recommended"]

@@ -333,7 +333,12 @@ replay_result replay_median(const prepared_trace& p, const config& cfg, const cl
   if (tty) std::fputs("\r\033[K", stderr);
   first.wall_ns = median(walls);
   first.busy_ns = median(busy);
-  first.ns_per_op = first.ops == 0 ? 0.0 : first.busy_ns / static_cast<double>(first.ops);
+  const auto per_op = [&](double ns) {
+    return first.ops == 0 ? 0.0 : ns / static_cast<double>(first.ops);
+  };
+  first.ns_per_op = per_op(first.busy_ns);
+  first.ns_per_op_min = per_op(*std::min_element(busy.begin(), busy.end()));
+  first.ns_per_op_max = per_op(*std::max_element(busy.begin(), busy.end()));
   return first;
 }
 

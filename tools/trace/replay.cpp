@@ -302,6 +302,7 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   r.wall_ns = wall;
   if (!threaded) r.busy_ns = wall;
   r.ns_per_op = r.ops == 0 ? 0.0 : r.busy_ns / static_cast<double>(r.ops);
+  r.ns_per_op_min = r.ns_per_op_max = r.ns_per_op;
   r.timeline = std::move(st.timeline);
   r.stopped = st.stopped;
   return r;

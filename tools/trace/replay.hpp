@@ -103,7 +103,11 @@ struct replay_result {
   /// Time spent issuing operations, summed over threads; excludes the waits of threads for
   /// their turn (equal to wall_ns on one thread).
   double busy_ns = 0.0;
-  double ns_per_op = 0.0;                ///< busy_ns / ops
+  double ns_per_op = 0.0;  ///< busy_ns / ops
+  /// The fastest and slowest repeat's busy_ns / ops (cachalot-replay --repeat; equal to
+  /// ns_per_op for one replay): the spread around the median.
+  double ns_per_op_min = 0.0;
+  double ns_per_op_max = 0.0;
   std::vector<timeline_point> timeline;  ///< filled when sampling
   std::vector<pool_figures> pools;       ///< per pool, when replay_options::pools is set
   bool stopped = false;  ///< replay_options::stop ended the replay early (figures are partial)

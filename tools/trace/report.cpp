@@ -71,12 +71,13 @@ std::string json_figures(const replay_result& r) {
              "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
              "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},"
              "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"ns_per_op\":{},"
-             "\"wall_ms\":{},\"busy_ms\":{}",
+             "\"ns_per_op_min\":{},\"ns_per_op_max\":{},\"wall_ms\":{},\"busy_ms\":{}",
              json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
              r.peak_requested, r.peak_allocated, r.peak_reserved,
              r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors,
              r.skipped_frees, r.zero_size_allocations, r.segment_allocs, r.segment_frees,
              r.chunk_maps, r.chunk_unmaps, r.device_syncs, json_number(r.ns_per_op),
+             json_number(r.ns_per_op_min), json_number(r.ns_per_op_max),
              json_number(r.wall_ns / 1e6), json_number(r.busy_ns / 1e6)) +
          json_device(r) + json_pools(r);
 }
@@ -240,6 +241,9 @@ std::string format_text(const trace_report& r) {
   }
   add("ns per op (median)",
       [](const replay_result& x) { return fmt::format("{:.1f}", x.ns_per_op); });
+  add("  fastest to slowest repeat", [](const replay_result& x) {
+    return fmt::format("{:.1f} to {:.1f}", x.ns_per_op_min, x.ns_per_op_max);
+  });
   add("wall time (median)",
       [](const replay_result& x) { return fmt::format("{:.3f} ms", x.wall_ns / 1e6); });
   if (c.errors + (b ? b->errors : 0) > 0) {
