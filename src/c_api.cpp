@@ -491,8 +491,7 @@ cachalot_status cachalot_pool_wake(cachalot_allocator* a, cachalot_pool_id pool,
   });
 }
 
-cachalot_status cachalot_pool_is_asleep(cachalot_allocator* a, cachalot_pool_id pool,
-                                        int* asleep) {
+cachalot_status cachalot_pool_is_asleep(cachalot_allocator* a, cachalot_pool_id pool, int* asleep) {
   if (asleep == nullptr) {
     return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_is_asleep: asleep is NULL");
   }

@@ -47,8 +47,7 @@ void cuda_backend::check_host_span(const char* op, const void* ptr, std::size_t 
 
 void* cuda_backend::allocate_host(std::size_t bytes) {
   require_host("allocate_host");
-  CACHALOT_EXPECTS(bytes != 0, backend_error, "CUDA device {}: allocate_host of 0 bytes",
-                   device_);
+  CACHALOT_EXPECTS(bytes != 0, backend_error, "CUDA device {}: allocate_host of 0 bytes", device_);
   const cu::context_guard guard(api_, context_);
   void* ptr = nullptr;
   const cu::CUresult res =
@@ -92,8 +91,7 @@ void cuda_backend::copy_to_host(void* dst, const void* src, std::size_t bytes, s
   });
 }
 
-void cuda_backend::copy_to_device(void* dst, const void* src, std::size_t bytes,
-                                  stream_t stream) {
+void cuda_backend::copy_to_device(void* dst, const void* src, std::size_t bytes, stream_t stream) {
   require_host("copy_to_device");
   check_host_span("copy_to_device", src, bytes);
   const cu::context_guard guard(api_, context_);

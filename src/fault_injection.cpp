@@ -219,8 +219,7 @@ void faulty_backend::free_host(void* ptr, std::size_t bytes) {
   trip_or_throw(fault_op::free_host);
   inner_->free_host(ptr, bytes);
 }
-void faulty_backend::copy_to_host(void* dst, const void* src, std::size_t bytes,
-                                  stream_t stream) {
+void faulty_backend::copy_to_host(void* dst, const void* src, std::size_t bytes, stream_t stream) {
   trip_or_throw(fault_op::copy);
   inner_->copy_to_host(dst, src, bytes, stream);
 }

@@ -68,7 +68,7 @@ void engine::release_pool(pool_id pool) {
                      "release_pool: the default pool cannot be released");
     pool_record& p = pool_by_id(pool);
     const bool last = p.references == 1;
-    lock.unlock();                             // (records are never deleted)
+    lock.unlock();                        // (records are never deleted)
     if (last) sleep_->before_release(p);  // a sleeping pool: see pool_sleep.hpp
   }
   {
@@ -81,8 +81,8 @@ void engine::release_pool(pool_id pool) {
     if (--p.references != 0) return;
     if (p.asleep.load(std::memory_order_acquire)) {  // it fell asleep meanwhile
       ++p.references;
-      CACHALOT_FAIL(invalid_argument, "release_pool: pool {} ('{}') is asleep: wake it first",
-                    pool, p.options.name);
+      CACHALOT_FAIL(invalid_argument, "release_pool: pool {} ('{}') is asleep: wake it first", pool,
+                    p.options.name);
     }
     for (auto it = routes_.begin(); it != routes_.end();) {
       if (it->pool != &p) {

@@ -77,8 +77,8 @@ struct simulated_device::impl {
   std::array<fault_plan, sim_op_count> faults{};
   sim_counters counters;
   detail::sim_capture_model captures;
-  detail::device_clock clock;  // prices every call made (sim_options::cost)
-  std::map<std::uintptr_t, std::size_t> host;  // pinned host allocations: address -> bytes
+  detail::device_clock clock;                      // prices every call made (sim_options::cost)
+  std::map<std::uintptr_t, std::size_t> host;      // pinned host allocations: address -> bytes
   std::uintptr_t next_host = synthetic_host_base;  // without host backing
 
   // The host allocation holding [addr, addr + bytes), or host.end().

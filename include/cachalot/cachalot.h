@@ -318,19 +318,19 @@ typedef int (*cachalot_sleep_fn)(void* context, cachalot_pool_id pool, int notic
 /** Options of cachalot_pool_create. Zero-initialize, set `size` to sizeof(cachalot_pool_options)
  *  (later versions append fields; fields beyond `size` take their defaults). */
 typedef struct cachalot_pool_options {
-  size_t size;                 /**< sizeof(cachalot_pool_options) */
-  const char* name;            /**< name in messages and summaries (NULL: "pool <id>") */
-  cachalot_pool_type type;     /**< tenant or graph pool */
-  size_t limit;                /**< most bytes the pool may reserve; 0: no limit */
-  size_t guarantee;            /**< bytes no other pool may take */
-  int priority;                /**< higher is more important; the default pool has 0 */
-  cachalot_reclaim_fn reclaim; /**< optional reclaim callback */
-  void* reclaim_context;       /**< passed to `reclaim` */
-  int never_captured;          /**< graph pools: nonzero if the pool is never captured
-                                    (then its routes announce no capture; see pool.hpp) */
-  int sleepable;               /**< tenant pools on expandable segments: nonzero lets the
-                                    allocator put the pool to sleep when a higher-priority pool
-                                    would run out of memory (see pool.hpp) */
+  size_t size;                    /**< sizeof(cachalot_pool_options) */
+  const char* name;               /**< name in messages and summaries (NULL: "pool <id>") */
+  cachalot_pool_type type;        /**< tenant or graph pool */
+  size_t limit;                   /**< most bytes the pool may reserve; 0: no limit */
+  size_t guarantee;               /**< bytes no other pool may take */
+  int priority;                   /**< higher is more important; the default pool has 0 */
+  cachalot_reclaim_fn reclaim;    /**< optional reclaim callback */
+  void* reclaim_context;          /**< passed to `reclaim` */
+  int never_captured;             /**< graph pools: nonzero if the pool is never captured
+                                       (then its routes announce no capture; see pool.hpp) */
+  int sleepable;                  /**< tenant pools on expandable segments: nonzero lets the
+                                       allocator put the pool to sleep when a higher-priority pool
+                                       would run out of memory (see pool.hpp) */
   cachalot_sleep_mode sleep_mode; /**< the mode of those sleeps */
   cachalot_sleep_fn on_sleep;     /**< optional: asked before such a sleep, told after */
   void* sleep_context;            /**< passed to `on_sleep` */

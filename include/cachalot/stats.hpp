@@ -178,16 +178,16 @@ struct segment_info {
 
 /// A memory pool asleep at the time of a snapshot.
 struct sleeping_pool_info {
-  pool_id pool = default_pool;      ///< the pool
-  bool offloaded = false;           ///< asleep with its live bytes on the host (sleep_mode::offload)
-  std::size_t bytes_asleep = 0;     ///< device bytes a wake would map (sleep_stats::bytes_asleep)
+  pool_id pool = default_pool;   ///< the pool
+  bool offloaded = false;        ///< asleep with its live bytes on the host (sleep_mode::offload)
+  std::size_t bytes_asleep = 0;  ///< device bytes a wake would map (sleep_stats::bytes_asleep)
   std::size_t bytes_offloaded = 0;  ///< bytes kept in pinned host memory
   std::size_t bytes_held = 0;       ///< device bytes still mapped (failed unmaps)
 };
 
 /// Every segment and block of an allocator at one instant.
 struct memory_snapshot {
-  std::vector<segment_info> segments;  ///< segments sorted by address
+  std::vector<segment_info> segments;              ///< segments sorted by address
   std::vector<sleeping_pool_info> sleeping_pools;  ///< pools asleep, by id
 };
 

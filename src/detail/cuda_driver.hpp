@@ -158,9 +158,9 @@ struct CUmemAccessDesc {
 
 /// Pinned host memory and copies between it and device memory (sleep and wake of memory
 /// pools); optional.
-#define CACHALOT_CU_HOST_ENTRY_POINTS(X)                                                 \
-  X(MemHostAlloc, 2020, (void** ptr, std::size_t bytes, unsigned int flags))             \
-  X(MemFreeHost, 2000, (void* ptr))                                                      \
+#define CACHALOT_CU_HOST_ENTRY_POINTS(X)                                                     \
+  X(MemHostAlloc, 2020, (void** ptr, std::size_t bytes, unsigned int flags))                 \
+  X(MemFreeHost, 2000, (void* ptr))                                                          \
   X(MemcpyDtoHAsync, 3020, (void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)) \
   X(MemcpyHtoDAsync, 3020, (CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream))
 

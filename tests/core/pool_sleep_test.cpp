@@ -57,7 +57,8 @@ struct rig {
 /// Fills `n` bytes at `p` with a pattern that depends on `seed` and the offset.
 void fill(void* p, std::size_t n, unsigned seed) {
   auto* b = static_cast<unsigned char*>(p);
-  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ i >> 9);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ i >> 9);
 }
 /// True if fill(p, n, seed) is what is there.
 bool holds(const void* p, std::size_t n, unsigned seed) {
@@ -208,16 +209,16 @@ TEST(pool_sleep, AsleepRefusesAllocationAndRecordStreamButTakesFrees) {
   rig r;
   const pool_id batch = r.tenant("batch");
   r.alloc->begin_allocate_to_pool(batch, s(3));
-  void* a = r.alloc->allocate(6 * MiB, s(3));       // its own chunks
-  void* b = r.alloc->allocate(1 * MiB, s(3));       // shares a chunk with nothing else
+  void* a = r.alloc->allocate(6 * MiB, s(3));  // its own chunks
+  void* b = r.alloc->allocate(1 * MiB, s(3));  // shares a chunk with nothing else
   void* c = r.alloc->allocate(64 * KiB, s(3));
   fill(b, MiB, 3);
   ASSERT_TRUE(r.alloc->sleep(batch));
   const memory_stats asleep = r.st(batch);
   const sim_counters calls = r.dev->counters();
   const std::uint64_t maps = r.dev->calls(sim_op::map_chunk);
-  EXPECT_THROW(r.alloc->allocate(KiB, s(3)), pool_asleep);          // routed
-  EXPECT_THROW(r.alloc->allocate(KiB, s(4), batch), pool_asleep);   // explicit
+  EXPECT_THROW(r.alloc->allocate(KiB, s(3)), pool_asleep);         // routed
+  EXPECT_THROW(r.alloc->allocate(KiB, s(4), batch), pool_asleep);  // explicit
   EXPECT_THROW(r.alloc->allocate(8 * MiB, s(3), batch), pool_asleep);
   EXPECT_THROW(r.alloc->record_stream(b, s(5)), pool_asleep);
   try {
@@ -290,8 +291,7 @@ TEST(pool_sleep, RefusesPoolsThatCannotSleepWithTheReason) {
       r.alloc->sleep(t);
       ADD_FAILURE() << "a pool on fixed segments slept";
     } catch (const not_supported& e) {
-      EXPECT_NE(std::string(e.what()).find("expandable_segments:1"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("expandable_segments:1"), std::string::npos) << e.what();
     }
     EXPECT_FALSE(r.alloc->pools()[t].asleep);
     r.alloc->deallocate(p);
@@ -339,8 +339,8 @@ TEST(pool_sleep, WaitsForItsOwnStreamsAndTheirEventsOnly) {
   EXPECT_FALSE(r.dev->is_held(s(2)));
   EXPECT_FALSE(r.dev->is_held(s(9)));
   EXPECT_FALSE(r.dev->is_held(s(6)));
-  EXPECT_TRUE(r.dev->is_held(s(4)));                           // never waited for
-  EXPECT_EQ(r.dev->counters().device_syncs, device_syncs);     // no device-wide sync
+  EXPECT_TRUE(r.dev->is_held(s(4)));                        // never waited for
+  EXPECT_EQ(r.dev->counters().device_syncs, device_syncs);  // no device-wide sync
   EXPECT_EQ(r.st(batch).num_pending_blocks, 0u);
   EXPECT_EQ(r.st(batch).allocations.all.current, 2u);
   r.dev->release_stream(s(4));
@@ -498,12 +498,13 @@ TEST(pool_sleep, DurationsAreTheModeledCostsOfItsCalls) {
   const device_call_stats c0 = r.dev->call_stats();
   ASSERT_TRUE(r.alloc->sleep(t, sleep_mode::offload));
   const device_call_stats c1 = r.dev->call_stats();
-  const std::uint64_t sync = m.cost_ns(device_call::event_record, 0) +
-                             m.cost_ns(device_call::event_sync, 0);
+  const std::uint64_t sync =
+      m.cost_ns(device_call::event_record, 0) + m.cost_ns(device_call::event_sync, 0);
   // An event on the pool's stream, the pinned buffer, the copy and its wait, the unmap.
   const std::uint64_t expect_sleep =
       sync + m.cost_ns(device_call::host_alloc, MiB) + m.cost_ns(device_call::copy, MiB) + sync +
-      m.cost_ns(device_call::chunk_unmap, 2 * MiB) + m.cost_ns(device_call::chunk_release, 2 * MiB) +
+      m.cost_ns(device_call::chunk_unmap, 2 * MiB) +
+      m.cost_ns(device_call::chunk_release, 2 * MiB) +
       (c1.calls_of(device_call::event_create) - c0.calls_of(device_call::event_create)) *
           m.cost_ns(device_call::event_create, 0);
   EXPECT_EQ(r.st(t).sleep.sleep_ns, expect_sleep);

@@ -134,8 +134,7 @@ inline void expect_stats_match(const memory_stats& st, const memory_snapshot& sn
     EXPECT_LE(groups[g]->large.current, groups[g]->large.peak) << what << names[g] << " peak";
   }
   // A sleeping pool's blocks stay allocated with nothing mapped behind them.
-  EXPECT_LE(st.allocated_bytes.all.current,
-            st.reserved_bytes.all.current + st.sleep.bytes_asleep)
+  EXPECT_LE(st.allocated_bytes.all.current, st.reserved_bytes.all.current + st.sleep.bytes_asleep)
       << what;
   std::uint64_t asleep = 0;
   for (const sleeping_pool_info& p : snap.sleeping_pools) {
