@@ -239,9 +239,9 @@ void fill_stats(const allocator& a, cachalot_stats* out) {
   fill_stats(a.stats(), a.get_config().max_split_size, out);
 }
 
-// The C pool options as C++ options: fields beyond `size` keep their defaults.
-// A sleep mode a C caller gave (any int may be stored in the enum).
-sleep_mode to_mode(cachalot_sleep_mode given, const char* fn) {
+// A sleep mode a C caller gave: any int may be stored in the enum in C, so its bytes are read
+// as an int (loading a C++ enum outside its range of values would be undefined).
+sleep_mode to_mode(const cachalot_sleep_mode& given, const char* fn) {
   static_assert(sizeof(cachalot_sleep_mode) == sizeof(int));
   int m = 0;
   std::memcpy(&m, &given, sizeof m);
@@ -259,6 +259,7 @@ sleep_mode to_mode(cachalot_sleep_mode given, const char* fn) {
   return m == CACHALOT_SLEEP_OFFLOAD ? sleep_mode::offload : sleep_mode::discard;
 }
 
+// The C pool options as C++ options: fields beyond `size` keep their defaults.
 pool_options to_options(const cachalot_pool_options& given) {
   cachalot_pool_options o{};
   std::memcpy(&o, &given, std::min(given.size, sizeof o));
