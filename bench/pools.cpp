@@ -2,6 +2,7 @@
 #include "pools.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace cachalot::bench {
@@ -19,9 +20,23 @@ void init_environment() {
   e.gpu = cuda_device_count() > 0;
   e.config = e.gpu ? "backend:auto" : "backend:simulated,capacity:256GiB";
   e.max_live = std::size_t{16} << 30;
-  const std::shared_ptr<device_backend> backend = make_backend(config::parse(e.config));
+  std::shared_ptr<device_backend> backend = make_backend(config::parse(e.config));
   if (e.gpu) e.max_live = std::min(e.max_live, backend->memory_info().free / 3);
-  e.streams = std::make_unique<tools::stream_set>(*backend, 10);
+  try {
+    e.streams = std::make_unique<tools::stream_set>(*backend, 10);
+  } catch (const backend_error& err) {
+    // cachalot's driver sees a device but the CUDA runtime, which makes the streams, does not
+    // (a driver older than the runtime linked here, or a fake driver): the simulated device.
+    std::fprintf(stderr,
+                 "cachalot_bench: %s: cachalot's CUDA driver sees a device, the CUDA runtime "
+                 "does not; running on the simulated device\n",
+                 err.what());
+    e.gpu = false;
+    e.config = "backend:simulated,capacity:256GiB";
+    e.max_live = std::size_t{16} << 30;
+    backend = make_backend(config::parse(e.config));
+    e.streams = std::make_unique<tools::stream_set>(*backend, 10);
+  }
   e.virtual_memory = backend->supports_virtual_memory();
 }
 

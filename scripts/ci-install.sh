@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CI: the README's "Installing" lines run exactly as written (a Release build of everything,
-# tests included, warnings as errors), with only the build directory moved to a scratch
+# CI: the README's "Installing" lines run exactly as written (a Release build of the library,
+# the tools and the benchmarks, warnings as errors), with only the build directory moved to a scratch
 # directory and `--prefix /usr/local` to a temporary prefix; then what they installed is used:
 # the headers and the static library through pkg-config and find_package's files, libcachalot.so
 # and the Python package through the interpreter CMake configured with. Then the README's pip

@@ -18,6 +18,7 @@
 
 #include "cuda_backend.hpp"
 #include "detail/cuda_context.hpp"
+#include "detail/cuda_event.hpp"
 #include "detail/cuda_factory.hpp"
 
 namespace cachalot::detail {
@@ -36,8 +37,8 @@ cu::CUstream as_stream(stream_t s) noexcept {
   return static_cast<cu::CUstream>(s);
 }
 
-cu::CUevent as_event(event_t e) noexcept {
-  return static_cast<cu::CUevent>(e);
+cu::cuda_event& as_event(event_t e) noexcept {
+  return *static_cast<cu::cuda_event*>(e);
 }
 
 // The physical memory of map_chunk: pinned device memory of `device`, no export handle.
@@ -183,41 +184,26 @@ void cuda_backend::free_segment(void* ptr, std::size_t bytes) {
   CACHALOT_CU_CHECK(res, "cuMemFree(ptr)");
 }
 
+// Events are cuda_events (detail/cuda_event.hpp): recordable on a stream of any context.
 event_t cuda_backend::create_event() {
-  const cu::context_guard guard(api_, context_);
-  cu::CUevent event = nullptr;
-  timed(device_call::event_create,
-        [&] { CACHALOT_CU_TRY(api_, EventCreate, &event, cu::kEventDisableTiming); });
-  return static_cast<event_t>(event);
+  return static_cast<event_t>(new cu::cuda_event(api_, context_, clock_));
 }
 
 void cuda_backend::destroy_event(event_t event) {
-  const cu::context_guard guard(api_, context_);
-  const cu::CUresult res = api_.EventDestroy(as_event(event));
-  if (cu::is_shutdown_error(res)) return;
-  CACHALOT_CU_CHECK(res, "cuEventDestroy(event)");
+  const std::unique_ptr<cu::cuda_event> e(&as_event(event));
+  e->destroy();
 }
 
 void cuda_backend::record_event(event_t event, stream_t stream) {
-  // NULL is the legacy default stream (the entry points are the legacy-stream variants); the
-  // handles cudaStreamLegacy (0x1) and cudaStreamPerThread (0x2) are passed as they are.
-  const cu::context_guard guard(api_, context_);
-  timed(device_call::event_record,
-        [&] { CACHALOT_CU_TRY(api_, EventRecord, as_event(event), as_stream(stream)); });
+  as_event(event).record(as_stream(stream));
 }
 
 bool cuda_backend::query_event(event_t event) {
-  const cu::context_guard guard(api_, context_);
-  const cu::CUresult res =
-      timed(device_call::event_query, [&] { return api_.EventQuery(as_event(event)); });
-  if (res == cu::kErrorNotReady) return false;
-  CACHALOT_CU_CHECK(res, "cuEventQuery(event)");
-  return true;
+  return as_event(event).query();
 }
 
 void cuda_backend::synchronize_event(event_t event) {
-  const cu::context_guard guard(api_, context_);
-  timed(device_call::event_sync, [&] { CACHALOT_CU_TRY(api_, EventSynchronize, as_event(event)); });
+  as_event(event).synchronize();
 }
 
 void cuda_backend::synchronize_device() {

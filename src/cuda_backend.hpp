@@ -16,7 +16,9 @@
 //  - pinned host memory and copies (src/cuda_host.cpp): host_ maps every live pinned
 //    allocation to its size, under host_mutex_, never held across a driver call;
 //  - every driver call that the cost model names (cachalot/device_cost.hpp) is timed on the
-//    steady clock, failed ones included, and recorded on clock_ (call_stats(), timing measured).
+//    steady clock, failed ones included, and recorded on clock_ (call_stats(), timing measured);
+//  - an event_t is a cu::cuda_event (detail/cuda_event.hpp): recorded on a stream of another
+//    context (another device's), it uses an event of that context.
 // Only compiled in builds with the CUDA backend (CACHALOT_CUDA_BACKEND).
 #pragma once
 

@@ -5,9 +5,11 @@
 // Why our own declarations: libcachalot.so must build, load and run its tests on machines
 // without a CUDA toolkit, and it must never link the driver (only dlopen it). Every declaration
 // below is the ABI of one versioned driver entry point (the version is in the X-macro lists),
-// and tests/cuda/driver_abi_test.cpp checks each against cuda.h/cudaTypedefs.h with
-// static_asserts wherever a toolkit is installed. Names avoid cuda.h's macros (cuMemAlloc,
-// CU_STREAM_LEGACY, ...) so that both headers can be included together there.
+// and tests/cuda/driver_abi_test.cpp checks each against cuda.h/cudaTypedefs.h wherever a
+// toolkit is installed: with static_asserts, and at run time on the fake driver (built against
+// the toolkit's headers) for the names, versions and flags the loader really asks for. Names
+// avoid cuda.h's macros (cuMemAlloc, CU_STREAM_LEGACY, ...) so that both headers can be included
+// together there.
 //
 // Loader invariants:
 //  - the process loads the driver once (thread-safe), from $CACHALOT_CUDA_DRIVER if set, else
@@ -134,6 +136,7 @@ struct CUmemAccessDesc {
   X(EventQuery, 2000, (CUevent event))                                            \
   X(EventSynchronize, 2000, (CUevent event))                                      \
   X(EventDestroy, 4000, (CUevent event))                                          \
+  X(StreamGetCtx, 9020, (CUstream stream, CUcontext * context))                   \
   X(StreamIsCapturing, 10000, (CUstream stream, int* status))                     \
   X(ThreadExchangeStreamCaptureMode, 10010, (int* mode))
 

@@ -1,20 +1,38 @@
-// cachalot's own declarations of the CUDA driver ABI (src/detail/cuda_driver.hpp) checked against
-// the toolkit's cuda.h and cudaTypedefs.h, at compile time: every entry point's function type at
-// the version cachalot asks cuGetProcAddress for (PFN_cu<name>_v<version>), every constant, and
-// the layout of every structure. Types are compared as the ABI sees them: an enum as an integer
-// of its size, integers by size, cachalot's structures as the toolkit's (whose layouts are
-// checked separately). Built only where a CUDA toolkit is found; running it checks the special
-// stream handles, which are not constant expressions.
+// cachalot's own declarations of the CUDA driver ABI (src/detail/cuda_driver.hpp) and its run-time
+// choices, checked against the toolkit's cuda.h and cudaTypedefs.h. Built only where a CUDA
+// toolkit is found (CI has one).
+//
+// At compile time: every entry point's function type at the version cachalot asks
+// cuGetProcAddress for (PFN_cu<name>_v<version>), every constant, and the layout of every
+// structure. Types are compared as the ABI sees them: an enum as an integer of its size, integers
+// by size, cachalot's structures as the toolkit's (whose layouts are checked separately).
+//
+// At run time, on the fake driver (compiled against the toolkit's headers, not cachalot's; its
+// path is compiled in, or given with --fake PATH): what the loader really asks cuGetProcAddress
+// for (exactly the entry points of the X-macro lists, each by its base name, at its declared
+// version, with CU_GET_PROC_ADDRESS_LEGACY_STREAM, and each selecting that very ABI by
+// cudaTypedefs.h's table) and what the backend really passes (CU_EVENT_DISABLE_TIMING,
+// CU_MEM_ALLOC_GRANULARITY_MINIMUM, a chunk's properties and access flags, which the fake checks
+// against cuda.h's values). Then, where a real driver loads (libcuda.so.1, or --driver PATH), that
+// it hands out every entry point at cachalot's versions; without one that part says why it was
+// skipped. Also the special stream handles, which are not constant expressions.
+// Prints a PASS/FAIL/SKIP line per check; exit 0 when none failed, else 1.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
 #include <type_traits>
 
 #include "cachalot/backend.hpp"
+#include "cachalot/cuda_backend.hpp"
 #include "detail/cuda_driver.hpp"
+#include "fake_driver/fake_cuda_control.hpp"
 
 namespace cu = cachalot::detail::cu;
 
@@ -152,9 +170,108 @@ CACHALOT_CHECK_FIELD(cu::CUmemAccessDesc, ::CUmemAccessDesc, location);
 CACHALOT_CHECK_FIELD(cu::CUmemAccessDesc, ::CUmemAccessDesc, flags);
 #undef CACHALOT_CHECK_FIELD
 
+// --- Run time -----------------------------------------------------------------------------------
+int g_failed = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s: %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  if (!ok) ++g_failed;
+}
+
+struct entry_point {
+  const char* name;
+  int version;
+};
+#define CACHALOT_ENTRY(name, version, params) {"cu" #name, version},
+constexpr entry_point kEntryPoints[] = {CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_ENTRY)
+                                            CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_ENTRY)};
+#undef CACHALOT_ENTRY
+
+// The loader's requests and the backend's arguments, as the fake driver recorded them.
+void check_on_fake_driver(const std::string& path) {
+  setenv("CACHALOT_CUDA_DRIVER", path.c_str(), 1);  // before anything loads the driver
+  cachalot::testing::fake_cuda_control ctl(path);
+  if (!ctl.ok()) {
+    check(false, "fake driver " + path + ": " + ctl.error);
+    return;
+  }
+  const cu::driver_load& d = cu::process_driver();
+  check(d.ok() && d.vm_missing.empty(),
+        "the loader resolves every entry point on the fake driver " + path +
+            (d.ok() ? d.vm_missing : d.error));
+  std::string expected;
+  std::set<std::string> names;
+  for (const entry_point& e : kEntryPoints) names.insert(e.name);
+  for (const std::string& n : names) expected += (expected.empty() ? "" : "+") + n;
+  const std::string asked = ctl.requested_symbols();
+  check(asked == expected,
+        "cuGetProcAddress asked for exactly the declared entry points, by base "
+        "name (asked: " +
+            asked + ")");
+  for (const entry_point& e : kEntryPoints) {
+    const int version = ctl.proc_version(e.name);
+    const long long flags = ctl.proc_flags(e.name);
+    const int other = ctl.abi_mismatch(e.name);
+    check(version == e.version && flags == CU_GET_PROC_ADDRESS_LEGACY_STREAM && other == 0,
+          std::string(e.name) + " asked at CUDA " + std::to_string(version) + " (declared " +
+              std::to_string(e.version) + "), flags " + std::to_string(flags) +
+              " (CU_GET_PROC_ADDRESS_LEGACY_STREAM is " +
+              std::to_string(CU_GET_PROC_ADDRESS_LEGACY_STREAM) + ")" +
+              (other != 0 ? ", but that version selects the ABI of CUDA " + std::to_string(other)
+                          : std::string()));
+  }
+  try {
+    auto b = cachalot::make_cuda_backend(0);
+    check(ctl.last_granularity_option() == CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+          "cuMemGetAllocationGranularity is asked for CU_MEM_ALLOC_GRANULARITY_MINIMUM (option " +
+              std::to_string(ctl.last_granularity_option()) + ")");
+    const cachalot::event_t ev = b->create_event();
+    check(ctl.last_event_flags() == CU_EVENT_DISABLE_TIMING,
+          "cuEventCreate gets CU_EVENT_DISABLE_TIMING (flags " +
+              std::to_string(ctl.last_event_flags()) + ")");
+    b->destroy_event(ev);
+    const std::size_t g = b->vm_granularity();
+    void* range = b->reserve_address_range(2 * g);
+    const bool mapped = b->map_chunk(range, g);
+    check(mapped && ctl.mapping_access(reinterpret_cast<std::uintptr_t>(range)) == 1u,
+          "cuMemCreate, cuMemMap and cuMemSetAccess accept the chunk's properties and access "
+          "(pinned device memory, read-write: cuda.h's values)");
+    if (mapped) b->unmap_chunk(range, g);
+    b->release_address_range(range, 2 * g);
+  } catch (const std::exception& e) {
+    check(false, std::string("the backend on the fake driver: ") + e.what());
+  }
+}
+
+// A real driver hands out every entry point at cachalot's versions.
+void check_on_real_driver(const std::string& path) {
+  const cu::driver_load d = cu::load_driver(path.c_str());
+  if (!d.ok() && d.error.find("lacks cu") == std::string::npos) {  // no driver, or cuInit failed
+    std::printf("SKIP: the real driver's entry points: %s\n", d.error.c_str());
+    return;
+  }
+  check(d.ok(), "the real driver " + path + " (CUDA " + cu::version_string(d.version) +
+                    ") has every required entry point at cachalot's versions" +
+                    (d.ok() ? std::string() : ": " + d.error));
+  if (d.ok()) {
+    check(d.vm_missing.empty(), "and the virtual memory ones" +
+                                    (d.vm_missing.empty() ? std::string() : ": " + d.vm_missing));
+  }
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string fake;
+#ifdef CACHALOT_TEST_FAKE_CUDA
+  fake = CACHALOT_TEST_FAKE_CUDA;
+#endif
+  std::string real = "libcuda.so.1";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string opt = argv[i];
+    if (opt == "--fake") fake = argv[i + 1];
+    if (opt == "--driver") real = argv[i + 1];
+  }
   int bad = 0;
   if (cu::stream_legacy() != CU_STREAM_LEGACY) {
     std::puts("cu::stream_legacy() differs from CU_STREAM_LEGACY");
@@ -166,5 +283,12 @@ int main() {
   }
   std::printf("driver ABI declarations match cuda.h of CUDA %d.%d\n", CUDA_VERSION / 1000,
               (CUDA_VERSION % 1000) / 10);
-  return bad == 0 ? 0 : 1;
+  g_failed += bad;
+  if (fake.empty()) {
+    check(false, "no fake driver to check the loader's requests on (--fake PATH)");
+  } else {
+    check_on_fake_driver(fake);
+  }
+  check_on_real_driver(real);
+  return g_failed == 0 ? 0 : 1;
 }

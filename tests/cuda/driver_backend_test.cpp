@@ -6,6 +6,7 @@
 // memory calls (failed partial maps cleaned up), peers, graph capture queries and the capture
 // interaction mode, and the allocator on top. The paths of the fake and of its CUDA 11.4 and
 // 11.2 builds are compiled in; CACHALOT_CUDA_DRIVER is set to the fake before main().
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -89,6 +90,35 @@ TEST_F(FakeDriver, LoadsAndResolvesEveryEntryPointByVersionWithTheLegacyStreamFl
   EXPECT_EQ(ctl().proc_flags("cuEventRecord"), 1) << "CU_GET_PROC_ADDRESS_LEGACY_STREAM";
   EXPECT_EQ(ctl().proc_flags("cuStreamIsCapturing"), 1);
 }
+
+#ifdef CACHALOT_TEST_FAKE_CUDA_FROM_TOOLKIT
+// The fake built against the toolkit's cudaTypedefs.h answers cuGetProcAddress as the real driver
+// would: base names only, the newest ABI not newer than the version asked, and a request whose
+// version selects another ABI than the fake implements is refused and recorded.
+TEST_F(FakeDriver, CuGetProcAddressAnswersFromTheToolkitsTable) {
+  using get_proc_fn = int (*)(const char*, void**, int, std::uint64_t, int*);
+  auto* get_proc = reinterpret_cast<get_proc_fn>(dlsym(ctl().handle, "cuGetProcAddress_v2"));
+  ASSERT_NE(get_proc, nullptr);
+  ctl().configure("version=13000");
+  void* fn = nullptr;
+  int status = -1;
+  EXPECT_EQ(get_proc("cuMemAlloc", &fn, 3020, 1, &status), 0);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(fn, nullptr);
+  EXPECT_EQ(get_proc("cuMemAlloc_v2", &fn, 3020, 1, &status), 0);
+  EXPECT_EQ(status, 1)
+      << "a versioned name is not a base name: CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND";
+  EXPECT_EQ(fn, nullptr);
+  EXPECT_EQ(get_proc("cuMemAlloc", &fn, 3010, 1, &status), cu::kErrorNotSupported);
+  EXPECT_EQ(ctl().abi_mismatch("cuMemAlloc"), 2000) << "CUDA 3.1 selects the 32-bit cuMemAlloc";
+  EXPECT_EQ(get_proc("cuCtxSynchronize", &fn, 13000, 1, &status), cu::kErrorNotSupported);
+  EXPECT_EQ(ctl().abi_mismatch("cuCtxSynchronize"), 13000) << "CUDA 13.0 takes a context";
+  EXPECT_EQ(get_proc("cuStreamIsCapturing", &fn, 10000, 2, &status), cu::kErrorNotSupported);
+  EXPECT_EQ(ctl().abi_mismatch("cuStreamIsCapturing"), -10000) << "the per-thread variant";
+  EXPECT_EQ(get_proc("cuEventRecord", &fn, 1000, 1, &status), 0);
+  EXPECT_EQ(status, 2) << "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT";
+}
+#endif
 
 TEST_F(FakeDriver, MissingLibraryIsNamedWithTheLoadersMessage) {
   const cu::driver_load d = cu::load_driver("/nonexistent/libcuda.so.1");
@@ -620,6 +650,78 @@ TEST_F(FakeDriver, ExchangeCaptureModeReturnsThePreviousMode) {
   ctl().fail("cuThreadExchangeStreamCaptureMode", 1, cu::kErrorUnknown);
   EXPECT_THROW((void)b->exchange_capture_mode(capture_mode::relaxed), backend_error);
   EXPECT_EQ(ctl().thread_capture_mode(), cu::kStreamCaptureModeGlobal);
+}
+
+// --- Events on streams of other contexts (cuEventRecord: "hEvent and hStream must be from the
+// same context") ----------------------------------------------------------------------------------
+
+TEST_F(FakeDriver, TheFakeRefusesAnEventAndAStreamOfDifferentContexts) {
+  const cu::driver_api& d = cu::driver();
+  void* s0 = ctl().create_stream(0);
+  void* s1 = ctl().create_stream(1);
+  on_new_thread([&] {
+    ctl().runtime_set_device(0);
+    cu::CUevent e = nullptr;
+    ASSERT_EQ(d.EventCreate(&e, cu::kEventDisableTiming), cu::kSuccess);
+    EXPECT_EQ(d.EventRecord(e, static_cast<cu::CUstream>(s1)), cu::kErrorInvalidHandle);
+    EXPECT_EQ(d.EventRecord(e, static_cast<cu::CUstream>(s0)), cu::kSuccess);
+    cu::CUcontext ctx = nullptr;
+    ASSERT_EQ(d.StreamGetCtx(static_cast<cu::CUstream>(s1), &ctx), cu::kSuccess);
+    cu::CUcontext ctx1 = nullptr;
+    ASSERT_EQ(d.DevicePrimaryCtxRetain(&ctx1, 1), cu::kSuccess);
+    EXPECT_EQ(ctx, ctx1);
+    (void)d.DevicePrimaryCtxRelease(1);
+    EXPECT_EQ(d.EventDestroy(e), cu::kSuccess);
+    ctl().runtime_reset(0);
+  });
+  ctl().destroy_stream(s0);
+  ctl().destroy_stream(s1);
+}
+
+TEST_F(FakeDriver, AnEventIsRecordedOnAnotherDevicesStreamInThatStreamsContext) {
+  auto b = make_cuda_backend(0);
+  void* s1 = ctl().create_stream(1);
+  const event_t ev = b->create_event();
+  ctl().hold_stream(s1, 1);
+  ASSERT_NO_THROW(b->record_event(ev, s1));
+  EXPECT_EQ(ctl().last_record_stream(), s1);
+  EXPECT_EQ(ctl().live("events"), 2) << "an event of device 1's context, created on first use";
+  EXPECT_FALSE(b->query_event(ev)) << "the query follows device 1's stream";
+  ctl().hold_stream(s1, 0);
+  EXPECT_TRUE(b->query_event(ev));
+  b->record_event(ev, s1);  // the event of that context is reused
+  EXPECT_EQ(ctl().live("events"), 2);
+  b->synchronize_event(ev);
+  b->record_event(ev, nullptr);  // and the home event serves the backend's own streams again
+  EXPECT_TRUE(b->query_event(ev));
+  EXPECT_EQ(ctl().current_device(), -1);
+  b->destroy_event(ev);
+  EXPECT_EQ(ctl().live("events"), 0) << "both events destroyed";
+  ctl().destroy_stream(s1);
+}
+
+TEST_F(FakeDriver, AFreeOfABlockUsedOnAnotherDevicesStreamWaitsForThatStream) {
+  void* s0 = ctl().create_stream(0);
+  void* s1 = ctl().create_stream(1);
+  {
+    allocator a(config::parse("backend:cuda,device:0"));
+    void* p = a.allocate(MiB, s0);
+    a.record_stream(p, s1);
+    ctl().hold_stream(s1, 1);
+    ASSERT_NO_THROW(a.deallocate(p)) << "the event must be recorded in device 1's context";
+    EXPECT_EQ(a.stats().num_pending_blocks, 1u);
+    a.process_events();
+    EXPECT_EQ(a.stats().num_pending_blocks, 1u) << "device 1's stream still runs";
+    ctl().hold_stream(s1, 0);
+    a.process_events();
+    EXPECT_EQ(a.stats().num_pending_blocks, 0u);
+    EXPECT_EQ(a.allocate(MiB, s0), p);
+    a.deallocate(p);
+    EXPECT_EQ(ctl().current_device(), -1);
+  }
+  EXPECT_EQ(ctl().live("events"), 0);
+  ctl().destroy_stream(s0);
+  ctl().destroy_stream(s1);
 }
 
 // --- The allocator on the driver backend

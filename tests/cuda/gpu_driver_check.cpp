@@ -8,7 +8,11 @@
 //      2. with two devices or more: using only the last device's allocator leaves device 0's
 //         primary context inactive (no context, and no memory, on GPU 0: issue 9 item 8);
 //      3. with two devices or more: a thread current on device 0 is still current on device 0
-//         after using the last device's allocator.
+//         after using the last device's allocator;
+//      4. with two devices or more (and a CUDA runtime that sees them): a block of the last
+//         device's allocator used on a stream of device 0 (record_stream) is freed without an
+//         error and becomes reusable once that stream's work is done (the event is recorded in
+//         device 0's context: cuEventRecord refuses an event and a stream of two contexts).
 //     Prints one line per check (PASS, FAIL or SKIP with the reason); exit 0 when none failed,
 //     1 when one did, 77 without a device.
 //
@@ -82,6 +86,42 @@ int primary_context_active(int device) {
   return active;
 }
 
+// Check 4: record_stream with a runtime stream of device 0 on the last device's allocator.
+void check_stream_of_another_device(int last) {
+  const char* check = "a block used on another device's stream waits for that stream";
+  int runtime_devices = 0;
+  if (cudaGetDeviceCount(&runtime_devices) != cudaSuccess || runtime_devices <= last) {
+    skip(check, "the CUDA runtime does not see the devices (a fake driver?)");
+    return;
+  }
+  cudaStream_t s0 = nullptr;
+  if (cudaSetDevice(0) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking) != cudaSuccess) {
+    report(check, false, "could not create a stream on device 0");
+    return;
+  }
+  std::string detail;
+  bool ok = false;
+  try {
+    cachalot::config cfg;
+    cfg.backend = cachalot::backend_kind::cuda;
+    cfg.device = last;
+    cachalot::allocator a(cfg);
+    void* p = a.allocate(MiB);
+    a.record_stream(p, s0);
+    a.deallocate(p);  // records an event on s0, in device 0's context
+    (void)cudaStreamSynchronize(s0);
+    a.process_events();
+    ok = a.stats().num_pending_blocks == 0;
+    detail = "pending blocks after device 0's stream finished: " +
+             std::to_string(a.stats().num_pending_blocks);
+  } catch (const std::exception& e) {
+    detail = e.what();
+  }
+  (void)cudaStreamDestroy(s0);
+  report(check, ok, detail);
+}
+
 int check_contexts() {
   const int n = cachalot::cuda_device_count();
   if (n == 0) {
@@ -103,6 +143,7 @@ int check_contexts() {
   if (n < 2) {
     skip("no context on device 0 when using device 1", "needs 2 devices");
     skip("a thread on device 0 stays on device 0", "needs 2 devices");
+    skip("a block used on another device's stream waits for that stream", "needs 2 devices");
     return g_failed == 0 ? 0 : 1;
   }
   const int active = primary_context_active(0);
@@ -124,6 +165,7 @@ int check_contexts() {
     (void)d.CtxSetCurrent(nullptr);
     (void)d.DevicePrimaryCtxRelease(dev0);
   }).join();
+  std::thread([&] { check_stream_of_another_device(last); }).join();
   return g_failed == 0 ? 0 : 1;
 }
 
@@ -150,6 +192,13 @@ bool cuda_ok(cudaError_t e, const char* what) {
 int bench() {
   if (cachalot::cuda_device_count() == 0) {
     std::printf("bench: no CUDA device: %s\n", cachalot::cuda_unavailable_reason().c_str());
+    return 77;
+  }
+  int runtime_devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&runtime_devices);
+      e != cudaSuccess || runtime_devices == 0) {  // a driver the runtime does not use (the fake)
+    std::printf("bench: the CUDA runtime sees no device (%s), the comparison cannot run\n",
+                cudaGetErrorName(e));
     return 77;
   }
   if (!cuda_ok(cudaSetDevice(0), "cudaSetDevice")) return 1;

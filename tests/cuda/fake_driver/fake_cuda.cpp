@@ -5,13 +5,31 @@
 // tests (fake_cuda_control.hpp). Built three ways: the default (CUDA 12.4), FAKECU_V1_ONLY (CUDA
 // 11.4, only the 11.3 cuGetProcAddress) and FAKECU_NO_PROC_ADDRESS (CUDA 11.2, none).
 //
+// Its ABI comes from the toolkit's cuda.h and cudaTypedefs.h wherever one is installed
+// (fake_cuda_abi.hpp), not from cachalot's declarations: each entry point it hands out has the
+// type of cudaTypedefs.h's PFN_cu<name>_v<abi> (checked when compiled), its constants and
+// structures are cuda.h's, and cuGetProcAddress picks what the real driver picks: the newest ABI
+// cudaTypedefs.h declares for the name at most the version asked (legacy-stream variants unless
+// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM). A name cuda.h does not know (cuMemAlloc_v2, a
+// typo) is not found; a request that would select another ABI than the one implemented here
+// (cuCtxSynchronize at CUDA 13.0, say) fails with CUDA_ERROR_NOT_SUPPORTED and is recorded
+// (fakecu_abi_mismatch), so that a wrong version in cachalot's tables fails its tests.
+//
 // What it models, after the CUDA driver API documentation (it is a model, not the driver):
 //  - devices (2 by default) with a capacity each; one primary context per device, retained and
 //    released with a reference count; a context stack per thread (cuCtxSetCurrent replaces its
 //    top, NULL pops it); calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT without
 //    one, which catches a backend that forgets to make its context current;
+//  - streams: those made by cuStreamCreate (or fakecu_create_stream) belong to a context, and
+//    cuEventRecord refuses an event and a stream of different contexts with
+//    CUDA_ERROR_INVALID_HANDLE (cuda.h: "hEvent and hStream must be from the same context");
+//    cuStreamGetCtx answers for them, and for the special handles (NULL, CU_STREAM_LEGACY,
+//    CU_STREAM_PER_THREAD) gives the current context. Any other handle (the made-up ones of older
+//    tests) counts as a stream of the current context;
 //  - cuMemAlloc/cuMemFree with capacity accounting (CUDA_ERROR_OUT_OF_MEMORY), events recorded on
 //    streams that a test may "hold" (queries then say CUDA_ERROR_NOT_READY until released);
+//    pinned host memory, and copies and memsets on streams that check their ranges and do
+//    nothing else (enough for tools/device_costs.cpp to run here);
 //  - the virtual memory API: reservations, physical handles counted against the capacity,
 //    mappings that must be unmapped whole, access per device; a minimum granularity of 2 MiB and
 //    a recommended one of 4 MiB (different on purpose, so a test sees which one a caller uses);
@@ -27,22 +45,27 @@
 //  - injected failures (the Nth next call of an entry point, or every call) and a driver that is
 //    shutting down (every call: CUDA_ERROR_DEINITIALIZED).
 // One mutex guards all state; the context stack and the capture mode are per thread.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
-#include "detail/cuda_driver.hpp"
-
-using namespace cachalot::detail::cu;  // NOLINT: the driver's own vocabulary
+#include "fake_cuda_abi.hpp"
 
 struct CUctx_st {
   int device;
+};
+struct CUstream_st {
+  CUctx_st* ctx;
+  unsigned flags;
 };
 struct CUevent_st {
   CUctx_st* ctx;
@@ -76,7 +99,7 @@ struct config {
   int version = kDefaultVersion;
   int devices = 2;
   std::size_t capacity = std::size_t{1} << 30;
-  CUresult init_result = kSuccess;
+  CUresult init_result = CUDA_SUCCESS;
   unsigned vmm_off_mask = 0;  // devices without virtual memory management
   bool peers = true;          // cuDeviceCanAccessPeer
   std::set<std::string> hidden;
@@ -85,7 +108,7 @@ struct config {
 struct fault {
   long countdown = 0;  // fails when it reaches 1
   bool always = false;
-  CUresult result = kErrorUnknown;
+  CUresult result = CUDA_ERROR_UNKNOWN;
 };
 
 struct capture {
@@ -118,6 +141,8 @@ struct state {
   std::uintptr_t next_alloc[kMaxDevices] = {};
   std::map<std::uintptr_t, std::pair<int, std::size_t>> allocs;
   std::set<CUevent_st*> events;
+  std::set<CUstream_st*> streams;
+  std::map<void*, std::size_t> host;  // cuMemHostAlloc
   unsigned last_event_flags = 0;
   void* last_record_stream = reinterpret_cast<void*>(std::uintptr_t{0xdead});
   std::map<void*, std::uint64_t> held;  // stream -> hold generation
@@ -131,11 +156,13 @@ struct state {
   std::map<std::string, fault> faults;
   std::map<std::string, long> calls;
   std::map<std::string, std::pair<int, std::uint64_t>> proc_requests;  // version, flags
+  std::map<std::string, int> abi_mismatches;  // symbol -> the ABI version the driver would give
+  int last_granularity_option = -1;
 };
 
 std::mutex g_mutex;
 thread_local std::vector<CUctx_st*> t_stack;
-thread_local int t_mode = kStreamCaptureModeGlobal;
+thread_local int t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 std::size_t parse_size(const std::string& v) {
   const std::size_t n = std::strtoull(v.c_str(), nullptr, 10);
@@ -159,7 +186,7 @@ void apply(config& c, const char* spec) {
     if (key == "version") c.version = std::atoi(value.c_str());
     if (key == "devices") c.devices = std::atoi(value.c_str());
     if (key == "capacity") c.capacity = parse_size(value);
-    if (key == "init") c.init_result = std::atoi(value.c_str());
+    if (key == "init") c.init_result = static_cast<CUresult>(std::atoi(value.c_str()));
     if (key == "vmm_off") c.vmm_off_mask |= 1u << std::atoi(value.c_str());
     if (key == "peers") c.peers = value != "0";
     if (key == "hide") {
@@ -190,27 +217,27 @@ state& g() {
   return *s;
 }
 
-// Counts the call and returns the result it must fail with (kSuccess: none).
+// Counts the call and returns the result it must fail with (CUDA_SUCCESS: none).
 CUresult enter(const char* fn) {
   state& s = g();
   ++s.calls[fn];
-  if (s.deinitialized) return kErrorDeinitialized;
+  if (s.deinitialized) return CUDA_ERROR_DEINITIALIZED;
   auto it = s.faults.find(fn);
   if (it != s.faults.end()) {
     fault& f = it->second;
     if (f.always) return f.result;
     if (f.countdown > 0 && --f.countdown == 0) return f.result;
   }
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
-#define FAKECU_ENTER(fn)                  \
-  const std::lock_guard lock_(g_mutex);   \
-  state& s = g();                         \
-  if (CUresult r_ = enter(fn); r_ != 0) { \
-    return r_;                            \
-  }                                       \
-  if (!s.initialized) return kErrorNotInitialized
+#define FAKECU_ENTER(fn)                             \
+  const std::lock_guard lock_(g_mutex);              \
+  state& s = g();                                    \
+  if (CUresult r_ = enter(fn); r_ != CUDA_SUCCESS) { \
+    return r_;                                       \
+  }                                                  \
+  if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED
 
 CUctx_st* current() {
   return t_stack.empty() ? nullptr : t_stack.back();
@@ -224,6 +251,29 @@ bool is_legacy(void* stream) {
   return stream == nullptr || stream == reinterpret_cast<void*>(std::uintptr_t{0x1});
 }
 
+bool is_special(void* stream) {
+  return is_legacy(stream) || stream == reinterpret_cast<void*>(std::uintptr_t{0x2});
+}
+
+// The context of `stream`: its own for a stream made by cuStreamCreate, the calling thread's
+// (`current`) for the special handles and for any handle the fake does not know.
+CUctx_st* stream_context(const state& s, CUstream stream, CUctx_st* current) {
+  if (!is_special(stream) && s.streams.count(stream) != 0) return stream->ctx;
+  return current;
+}
+
+// True when [ptr, ptr + bytes) lies inside one cuMemAlloc allocation or one mapped chunk.
+bool device_range(const state& s, CUdeviceptr ptr, std::size_t bytes) {
+  const auto p = static_cast<std::uintptr_t>(ptr);
+  auto a = s.allocs.upper_bound(p);
+  if (a != s.allocs.begin() && p + bytes <= std::prev(a)->first + std::prev(a)->second.second) {
+    return std::prev(a)->first <= p;
+  }
+  auto m = s.mappings.upper_bound(p);
+  return m != s.mappings.begin() && std::prev(m)->first <= p &&
+         p + bytes <= std::prev(m)->first + std::prev(m)->second.bytes;
+}
+
 bool context_captures(const state& s, const CUctx_st* ctx) {
   for (const auto& [stream, c] : s.captures) {
     if (c.ctx == ctx && !c.invalidated) return true;
@@ -235,20 +285,20 @@ bool context_captures(const state& s, const CUctx_st* ctx) {
 // thread itself captures (not relaxed) or, in global mode, while another thread captures in
 // global mode. A prohibited call invalidates the captures it conflicts with.
 CUresult unsafe_call(state& s) {
-  if (t_mode == kStreamCaptureModeRelaxed) return kSuccess;
+  if (t_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
   const auto self = std::this_thread::get_id();
   bool prohibited = false;
   for (auto& [stream, c] : s.captures) {
     if (c.invalidated) continue;
-    const bool own = c.owner == self && c.mode != kStreamCaptureModeRelaxed;
-    const bool other_global =
-        c.owner != self && c.mode == kStreamCaptureModeGlobal && t_mode == kStreamCaptureModeGlobal;
+    const bool own = c.owner == self && c.mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+    const bool other_global = c.owner != self && c.mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                              t_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
     if (own || other_global) {
       c.invalidated = true;
       prohibited = true;
     }
   }
-  return prohibited ? kErrorStreamCaptureUnsupported : kSuccess;
+  return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 // A call that synchronizes the context: it conflicts with every capture of the context.
@@ -260,7 +310,7 @@ CUresult synchronizing_call(state& s, const CUctx_st* ctx) {
       conflict = true;
     }
   }
-  return conflict ? kErrorStreamCaptureUnsupported : kSuccess;
+  return conflict ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 void free_physical(state& s, CUmemGenericAllocationHandle h) {
@@ -274,145 +324,154 @@ void free_physical(state& s, CUmemGenericAllocationHandle h) {
 
 CUresult fake_DeviceGet(CUdevice* device, int ordinal) {
   FAKECU_ENTER("cuDeviceGet");
-  if (device == nullptr || !valid_device(s, ordinal)) return kErrorInvalidDevice;
+  if (device == nullptr || !valid_device(s, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_DeviceGetCount(int* count) {
   FAKECU_ENTER("cuDeviceGetCount");
-  if (count == nullptr) return kErrorInvalidValue;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *count = s.cfg.devices;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
-CUresult fake_DeviceGetAttribute(int* value, int attribute, CUdevice device) {
+CUresult fake_DeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
   FAKECU_ENTER("cuDeviceGetAttribute");
-  if (value == nullptr || !valid_device(s, device)) return kErrorInvalidValue;
-  if (attribute != kDeviceAttributeVirtualMemoryManagementSupported) return kErrorInvalidValue;
+  if (value == nullptr || !valid_device(s, device)) return CUDA_ERROR_INVALID_VALUE;
+  if (attribute != CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+    return CUDA_ERROR_INVALID_VALUE;
   *value = (s.cfg.vmm_off_mask >> device) & 1u ? 0 : 1;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_DeviceCanAccessPeer(int* can_access, CUdevice device, CUdevice peer) {
   FAKECU_ENTER("cuDeviceCanAccessPeer");
   if (can_access == nullptr || !valid_device(s, device) || !valid_device(s, peer)) {
-    return kErrorInvalidDevice;
+    return CUDA_ERROR_INVALID_DEVICE;
   }
   *can_access = s.cfg.peers && device != peer ? 1 : 0;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_DevicePrimaryCtxRetain(CUcontext* ctx, CUdevice device) {
   FAKECU_ENTER("cuDevicePrimaryCtxRetain");
-  if (ctx == nullptr || !valid_device(s, device)) return kErrorInvalidDevice;
+  if (ctx == nullptr || !valid_device(s, device)) return CUDA_ERROR_INVALID_DEVICE;
   ++s.refcount[device];
   *ctx = &s.ctxs[device];
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_DevicePrimaryCtxRelease(CUdevice device) {
   FAKECU_ENTER("cuDevicePrimaryCtxRelease");
-  if (!valid_device(s, device)) return kErrorInvalidDevice;
-  if (s.refcount[device] == 0) return kErrorInvalidContext;
+  if (!valid_device(s, device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (s.refcount[device] == 0) return CUDA_ERROR_INVALID_CONTEXT;
   --s.refcount[device];
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_CtxGetCurrent(CUcontext* ctx) {
   FAKECU_ENTER("cuCtxGetCurrent");
-  if (ctx == nullptr) return kErrorInvalidValue;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *ctx = current();
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_CtxSetCurrent(CUcontext ctx) {
   FAKECU_ENTER("cuCtxSetCurrent");
   if (ctx == nullptr) {
     if (!t_stack.empty()) t_stack.pop_back();
-    return kSuccess;
+    return CUDA_SUCCESS;
   }
-  if (ctx < &s.ctxs[0] || ctx >= &s.ctxs[kMaxDevices]) return kErrorInvalidContext;
-  if (s.refcount[ctx->device] == 0) return kErrorContextIsDestroyed;
+  if (ctx < &s.ctxs[0] || ctx >= &s.ctxs[kMaxDevices]) return CUDA_ERROR_INVALID_CONTEXT;
+  if (s.refcount[ctx->device] == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   if (t_stack.empty()) {
     t_stack.push_back(ctx);
   } else {
     t_stack.back() = ctx;
   }
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_CtxSynchronize() {
   FAKECU_ENTER("cuCtxSynchronize");
   CUctx_st* ctx = current();
-  if (ctx == nullptr) return kErrorInvalidContext;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   return synchronizing_call(s, ctx);
 }
 
 CUresult fake_MemAlloc(CUdeviceptr* ptr, std::size_t bytes) {
   FAKECU_ENTER("cuMemAlloc");
   CUctx_st* ctx = current();
-  if (ctx == nullptr) return kErrorInvalidContext;
-  if (ptr == nullptr || bytes == 0) return kErrorInvalidValue;
-  if (CUresult r = unsafe_call(s); r != kSuccess) return r;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = unsafe_call(s); r != CUDA_SUCCESS) return r;
   const int d = ctx->device;
   const std::size_t rounded = (bytes + 511) / 512 * 512;
-  if (s.used[d] + rounded > s.cfg.capacity) return kErrorOutOfMemory;
+  if (s.used[d] + rounded > s.cfg.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
   s.used[d] += rounded;
   const std::uintptr_t addr = s.next_alloc[d];
   s.next_alloc[d] += rounded;
   s.allocs[addr] = {d, rounded};
   *ptr = addr;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemFree(CUdeviceptr ptr) {
   FAKECU_ENTER("cuMemFree");
   CUctx_st* ctx = current();
-  if (ctx == nullptr) return kErrorInvalidContext;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   auto it = s.allocs.find(static_cast<std::uintptr_t>(ptr));
-  if (it == s.allocs.end()) return kErrorInvalidValue;
-  if (CUresult r = synchronizing_call(s, ctx); r != kSuccess) return r;
+  if (it == s.allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = synchronizing_call(s, ctx); r != CUDA_SUCCESS) return r;
   s.used[it->second.first] -= it->second.second;
   s.allocs.erase(it);
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   FAKECU_ENTER("cuMemGetInfo");
   CUctx_st* ctx = current();
-  if (ctx == nullptr) return kErrorInvalidContext;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *total_bytes = s.cfg.capacity;
   *free_bytes = s.cfg.capacity - s.used[ctx->device];
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_EventCreate(CUevent* event, unsigned int flags) {
   FAKECU_ENTER("cuEventCreate");
   CUctx_st* ctx = current();
-  if (ctx == nullptr) return kErrorInvalidContext;
-  if (event == nullptr) return kErrorInvalidValue;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  // cuda.h: CU_EVENT_DEFAULT, BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS (which needs
+  // DISABLE_TIMING); anything else is refused.
+  constexpr unsigned known =
+      CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  const bool ipc_ok =
+      (flags & CU_EVENT_INTERPROCESS) == 0 || (flags & CU_EVENT_DISABLE_TIMING) != 0;
+  if (event == nullptr || (flags & ~known) != 0 || !ipc_ok) return CUDA_ERROR_INVALID_VALUE;
   auto* e = new CUevent_st{ctx, flags, false, false, nullptr, 0};
   s.events.insert(e);
   s.last_event_flags = flags;
   *event = e;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_EventRecord(CUevent event, CUstream stream) {
   FAKECU_ENTER("cuEventRecord");
   CUctx_st* ctx = current();
-  if (ctx == nullptr) return kErrorInvalidContext;
-  if (s.events.count(event) == 0 || event->ctx != ctx) return kErrorInvalidHandle;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (s.events.count(event) == 0 || event->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  // "hEvent and hStream must be from the same context" (cuda.h, cuEventRecord).
+  if (stream_context(s, stream, ctx) != event->ctx) return CUDA_ERROR_INVALID_HANDLE;
   void* st = stream;
   s.last_record_stream = st;
-  if (is_legacy(st) && context_captures(s, ctx)) return kErrorStreamCaptureImplicit;
+  if (is_legacy(st) && context_captures(s, ctx)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   auto held = s.held.find(st);
   event->stream = st;
   event->pending = held != s.held.end();
   event->hold_generation = event->pending ? held->second : 0;
   event->captured = s.captures.count(st) != 0;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 bool still_pending(const state& s, const CUevent_st* e) {
@@ -423,124 +482,227 @@ bool still_pending(const state& s, const CUevent_st* e) {
 
 CUresult fake_EventQuery(CUevent event) {
   FAKECU_ENTER("cuEventQuery");
-  if (s.events.count(event) == 0) return kErrorInvalidHandle;
-  if (event->captured) return kErrorCapturedEvent;
-  if (CUresult r = unsafe_call(s); r != kSuccess) return r;
-  return still_pending(s, event) ? kErrorNotReady : kSuccess;
+  if (s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (event->captured) return CUDA_ERROR_CAPTURED_EVENT;
+  if (CUresult r = unsafe_call(s); r != CUDA_SUCCESS) return r;
+  return still_pending(s, event) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult fake_EventSynchronize(CUevent event) {
   FAKECU_ENTER("cuEventSynchronize");
-  if (s.events.count(event) == 0) return kErrorInvalidHandle;
-  if (event->captured) return kErrorCapturedEvent;
-  if (CUresult r = unsafe_call(s); r != kSuccess) return r;
+  if (s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (event->captured) return CUDA_ERROR_CAPTURED_EVENT;
+  if (CUresult r = unsafe_call(s); r != CUDA_SUCCESS) return r;
   event->pending = false;  // as if the held work had been waited for
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_EventDestroy(CUevent event) {
   FAKECU_ENTER("cuEventDestroy");
-  if (s.events.erase(event) == 0) return kErrorInvalidHandle;
+  if (s.events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
   delete event;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
-CUresult fake_StreamIsCapturing(CUstream stream, int* status) {
+// --- Streams, pinned host memory, copies and memsets (no work is done)
+// ----------------------------
+
+CUresult fake_StreamCreate(CUstream* stream, unsigned int flags) {
+  FAKECU_ENTER("cuStreamCreate");
+  CUctx_st* ctx = current();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == nullptr || (flags & ~unsigned{CU_STREAM_NON_BLOCKING}) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto* st = new CUstream_st{ctx, flags};
+  s.streams.insert(st);
+  *stream = st;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_StreamDestroy(CUstream stream) {
+  FAKECU_ENTER("cuStreamDestroy");
+  if (is_special(stream) || s.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  s.held.erase(stream);
+  delete stream;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_StreamGetCtx(CUstream stream, CUcontext* ctx) {
+  FAKECU_ENTER("cuStreamGetCtx");
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* c = stream_context(s, stream, current());
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_StreamSynchronize(CUstream stream) {
+  FAKECU_ENTER("cuStreamSynchronize");
+  CUctx_st* ctx = current();
+  if (stream_context(s, stream, ctx) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = synchronizing_call(s, stream_context(s, stream, ctx)); r != CUDA_SUCCESS) {
+    return r;
+  }
+  for (CUevent_st* e : s.events) {
+    if (e->stream == static_cast<void*>(stream)) e->pending = false;  // as if waited for
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_MemHostAlloc(void** ptr, std::size_t bytes, unsigned int flags) {
+  FAKECU_ENTER("cuMemHostAlloc");
+  if (current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ptr == nullptr || bytes == 0 || flags > 0xf) return CUDA_ERROR_INVALID_VALUE;
+  void* p = std::malloc(bytes);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  s.host[p] = bytes;
+  *ptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_MemFreeHost(void* ptr) {
+  FAKECU_ENTER("cuMemFreeHost");
+  if (s.host.erase(ptr) == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::free(ptr);
+  return CUDA_SUCCESS;
+}
+
+// A call on `stream` over device memory: a context, a stream of it, the range allocated.
+CUresult stream_call(const state& s, CUstream stream, CUdeviceptr ptr, std::size_t bytes) {
+  CUctx_st* ctx = current();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream_context(s, stream, ctx) != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  return device_range(s, ptr, bytes) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_MemcpyHtoDAsync(CUdeviceptr dst, const void* src, std::size_t bytes,
+                              CUstream stream) {
+  FAKECU_ENTER("cuMemcpyHtoDAsync");
+  if (CUresult r = stream_call(s, stream, dst, bytes); r != CUDA_SUCCESS) return r;
+  return src != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_MemcpyDtoHAsync(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  FAKECU_ENTER("cuMemcpyDtoHAsync");
+  if (CUresult r = stream_call(s, stream, src, bytes); r != CUDA_SUCCESS) return r;
+  return dst != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_MemsetD32Async(CUdeviceptr dst, unsigned int value, std::size_t count,
+                             CUstream stream) {
+  FAKECU_ENTER("cuMemsetD32Async");
+  (void)value;
+  if (count > SIZE_MAX / 4 || dst % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+  return stream_call(s, stream, dst, count * 4);
+}
+
+CUresult fake_StreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   FAKECU_ENTER("cuStreamIsCapturing");
   CUctx_st* ctx = current();
-  if (ctx == nullptr) return kErrorInvalidContext;
-  if (status == nullptr) return kErrorInvalidValue;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
   void* st = stream;
   if (is_legacy(st)) {
-    if (context_captures(s, ctx)) return kErrorStreamCaptureImplicit;
-    *status = kStreamCaptureStatusNone;
-    return kSuccess;
+    if (context_captures(s, ctx)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
   }
   auto it = s.captures.find(st);
   if (it == s.captures.end()) {
-    *status = kStreamCaptureStatusNone;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
   } else {
-    *status = it->second.invalidated ? kStreamCaptureStatusInvalidated : kStreamCaptureStatusActive;
+    *status = it->second.invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                     : CU_STREAM_CAPTURE_STATUS_ACTIVE;
   }
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
-CUresult fake_ThreadExchangeStreamCaptureMode(int* mode) {
+CUresult fake_ThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   FAKECU_ENTER("cuThreadExchangeStreamCaptureMode");
-  if (mode == nullptr || *mode < 0 || *mode > 2) return kErrorInvalidValue;
+  if (mode == nullptr ||
+      (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+       *mode != CU_STREAM_CAPTURE_MODE_RELAXED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const int previous = t_mode;
   t_mode = *mode;
-  *mode = previous;
-  return kSuccess;
+  *mode = static_cast<CUstreamCaptureMode>(previous);
+  return CUDA_SUCCESS;
 }
 
 CUresult check_prop(const state& s, const CUmemAllocationProp* prop) {
-  if (prop == nullptr || prop->type != kMemAllocationTypePinned ||
-      prop->location.type != kMemLocationTypeDevice || !valid_device(s, prop->location.id)) {
-    return kErrorInvalidValue;
+  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(s, prop->location.id)) {
+    return CUDA_ERROR_INVALID_VALUE;
   }
-  if ((s.cfg.vmm_off_mask >> prop->location.id) & 1u) return kErrorNotSupported;
-  return kSuccess;
+  if ((s.cfg.vmm_off_mask >> prop->location.id) & 1u) return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemGetAllocationGranularity(std::size_t* granularity, const CUmemAllocationProp* prop,
-                                          int option) {
+                                          CUmemAllocationGranularity_flags option) {
   FAKECU_ENTER("cuMemGetAllocationGranularity");
-  if (granularity == nullptr) return kErrorInvalidValue;
-  if (CUresult r = check_prop(s, prop); r != kSuccess) return r;
-  *granularity = option == kMemAllocGranularityMinimum ? kMinGranularity : kRecommendedGranularity;
-  return kSuccess;
+  s.last_granularity_option = option;
+  if (granularity == nullptr || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                                 option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = check_prop(s, prop); r != CUDA_SUCCESS) return r;
+  *granularity =
+      option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ? kMinGranularity : kRecommendedGranularity;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemAddressReserve(CUdeviceptr* ptr, std::size_t bytes, std::size_t alignment,
                                 CUdeviceptr addr, unsigned long long flags) {
   FAKECU_ENTER("cuMemAddressReserve");
   if (ptr == nullptr || bytes == 0 || bytes % kMinGranularity != 0 || addr != 0 || flags != 0) {
-    return kErrorInvalidValue;
+    return CUDA_ERROR_INVALID_VALUE;
   }
-  if (CUresult r = unsafe_call(s); r != kSuccess) return r;
+  if (CUresult r = unsafe_call(s); r != CUDA_SUCCESS) return r;
   const std::uintptr_t align = alignment > kMinGranularity ? alignment : kMinGranularity;
   const std::uintptr_t base = (s.next_reserve + align - 1) / align * align;
   s.next_reserve = base + bytes + kMinGranularity;  // a guard gap between ranges
   s.reservations[base] = bytes;
   *ptr = base;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemAddressFree(CUdeviceptr ptr, std::size_t bytes) {
   FAKECU_ENTER("cuMemAddressFree");
   auto it = s.reservations.find(static_cast<std::uintptr_t>(ptr));
-  if (it == s.reservations.end() || it->second != bytes) return kErrorInvalidValue;
+  if (it == s.reservations.end() || it->second != bytes) return CUDA_ERROR_INVALID_VALUE;
   auto m = s.mappings.lower_bound(it->first);
-  if (m != s.mappings.end() && m->first < it->first + bytes) return kErrorInvalidValue;
+  if (m != s.mappings.end() && m->first < it->first + bytes) return CUDA_ERROR_INVALID_VALUE;
   s.reservations.erase(it);
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemCreate(CUmemGenericAllocationHandle* handle, std::size_t bytes,
                         const CUmemAllocationProp* prop, unsigned long long flags) {
   FAKECU_ENTER("cuMemCreate");
   if (handle == nullptr || bytes == 0 || bytes % kMinGranularity != 0 || flags != 0) {
-    return kErrorInvalidValue;
+    return CUDA_ERROR_INVALID_VALUE;
   }
-  if (CUresult r = check_prop(s, prop); r != kSuccess) return r;
-  if (CUresult r = unsafe_call(s); r != kSuccess) return r;
+  if (CUresult r = check_prop(s, prop); r != CUDA_SUCCESS) return r;
+  if (CUresult r = unsafe_call(s); r != CUDA_SUCCESS) return r;
   const int d = prop->location.id;
-  if (s.used[d] + bytes > s.cfg.capacity) return kErrorOutOfMemory;
+  if (s.used[d] + bytes > s.cfg.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
   s.used[d] += bytes;
   const CUmemGenericAllocationHandle h = s.next_handle++;
   s.handles[h] = physical{d, bytes};
   *handle = h;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemRelease(CUmemGenericAllocationHandle handle) {
   FAKECU_ENTER("cuMemRelease");
   auto it = s.handles.find(handle);
-  if (it == s.handles.end() || it->second.released) return kErrorInvalidValue;
+  if (it == s.handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   it->second.released = true;
   free_physical(s, handle);
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 bool inside_reservation(const state& s, std::uintptr_t base, std::size_t bytes) {
@@ -565,58 +727,58 @@ CUresult fake_MemMap(CUdeviceptr ptr, std::size_t bytes, std::size_t offset,
   if (h == s.handles.end() || h->second.released || offset != 0 || flags != 0 ||
       bytes > h->second.bytes || bytes % kMinGranularity != 0 || base % kMinGranularity != 0 ||
       !inside_reservation(s, base, bytes) || overlaps_mapping(s, base, bytes)) {
-    return kErrorInvalidValue;
+    return CUDA_ERROR_INVALID_VALUE;
   }
-  if (CUresult r = unsafe_call(s); r != kSuccess) return r;
+  if (CUresult r = unsafe_call(s); r != CUDA_SUCCESS) return r;
   s.mappings[base] = mapping{bytes, handle, 0};
   ++h->second.mapped;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemUnmap(CUdeviceptr ptr, std::size_t bytes) {
   FAKECU_ENTER("cuMemUnmap");
   auto it = s.mappings.find(static_cast<std::uintptr_t>(ptr));
-  if (it == s.mappings.end() || it->second.bytes != bytes) return kErrorInvalidValue;
+  if (it == s.mappings.end() || it->second.bytes != bytes) return CUDA_ERROR_INVALID_VALUE;
   const int d = s.handles[it->second.handle].device;
-  if (CUresult r = synchronizing_call(s, &s.ctxs[d]); r != kSuccess) return r;
+  if (CUresult r = synchronizing_call(s, &s.ctxs[d]); r != CUDA_SUCCESS) return r;
   const CUmemGenericAllocationHandle h = it->second.handle;
   s.mappings.erase(it);
   --s.handles[h].mapped;
   free_physical(s, h);
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_MemSetAccess(CUdeviceptr ptr, std::size_t bytes, const CUmemAccessDesc* desc,
                            std::size_t count) {
   FAKECU_ENTER("cuMemSetAccess");
-  if (desc == nullptr || count == 0) return kErrorInvalidValue;
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
   // The range must be exactly covered by whole mappings.
   std::vector<mapping*> covered;
   std::uintptr_t at = static_cast<std::uintptr_t>(ptr);
   const std::uintptr_t end = at + bytes;
   while (at < end) {
     auto it = s.mappings.find(at);
-    if (it == s.mappings.end()) return kErrorInvalidValue;
+    if (it == s.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
     covered.push_back(&it->second);
     at += it->second.bytes;
   }
-  if (at != end) return kErrorInvalidValue;
-  if (CUresult r = unsafe_call(s); r != kSuccess) return r;
+  if (at != end) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = unsafe_call(s); r != CUDA_SUCCESS) return r;
   unsigned mask = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const int d = desc[i].location.id;
-    if (desc[i].location.type != kMemLocationTypeDevice || !valid_device(s, d) ||
-        desc[i].flags != kMemAccessFlagsProtReadWrite) {
-      return kErrorInvalidValue;
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(s, d) ||
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
     mask |= 1u << d;
   }
   for (mapping* m : covered) {
     const int owner = s.handles[m->handle].device;
-    if ((mask & ~(1u << owner)) != 0 && !s.cfg.peers) return kErrorInvalidDevice;
+    if ((mask & ~(1u << owner)) != 0 && !s.cfg.peers) return CUDA_ERROR_INVALID_DEVICE;
     m->access |= mask;
   }
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 struct proc_entry {
@@ -625,8 +787,18 @@ struct proc_entry {
   void* fn;
 };
 
+// With a toolkit, each entry point is converted to cudaTypedefs.h's type for its ABI first: a
+// signature that differs from the driver's does not compile.
+#if defined(FAKECU_WITH_CUDA_H)
+#define FAKECU_PROC(name, abi)                                                            \
+  {                                                                                       \
+    "cu" #name, abi,                                                                      \
+        reinterpret_cast<void*>(static_cast<FAKECU_CHECKED_PFN(name, abi)>(&fake_##name)) \
+  }
+#else
 #define FAKECU_PROC(name, abi) \
   { "cu" #name, abi, reinterpret_cast<void*>(&fake_##name) }
+#endif
 const proc_entry kProcs[] = {
     FAKECU_PROC(DeviceGet, 2000),
     FAKECU_PROC(DeviceGetCount, 2000),
@@ -645,8 +817,17 @@ const proc_entry kProcs[] = {
     FAKECU_PROC(EventQuery, 2000),
     FAKECU_PROC(EventSynchronize, 2000),
     FAKECU_PROC(EventDestroy, 4000),
+    FAKECU_PROC(StreamCreate, 2000),
+    FAKECU_PROC(StreamDestroy, 4000),
+    FAKECU_PROC(StreamGetCtx, 9020),
+    FAKECU_PROC(StreamSynchronize, 2000),
     FAKECU_PROC(StreamIsCapturing, 10000),
     FAKECU_PROC(ThreadExchangeStreamCaptureMode, 10010),
+    FAKECU_PROC(MemHostAlloc, 2020),
+    FAKECU_PROC(MemFreeHost, 2000),
+    FAKECU_PROC(MemcpyHtoDAsync, 3020),
+    FAKECU_PROC(MemcpyDtoHAsync, 3020),
+    FAKECU_PROC(MemsetD32Async, 3020),
     FAKECU_PROC(MemAddressReserve, 10020),
     FAKECU_PROC(MemAddressFree, 10020),
     FAKECU_PROC(MemCreate, 10020),
@@ -658,32 +839,85 @@ const proc_entry kProcs[] = {
 };
 #undef FAKECU_PROC
 
-// cuGetProcAddress: the entry point whose ABI the requested version selects. This fake has one
-// ABI per entry point; an older version than it gets nothing (VERSION_NOT_SUFFICIENT).
-[[maybe_unused]] CUresult get_proc(const char* symbol, void** pfn, int version, std::uint64_t flags,
+const proc_entry* implemented(const state& s, const char* symbol) {
+  if (s.cfg.hidden.count(symbol) != 0) return nullptr;
+  for (const proc_entry& e : kProcs) {
+    if (std::strcmp(e.name, symbol) == 0) return &e;
+  }
+  return nullptr;
+}
+
+#if defined(FAKECU_WITH_CUDA_H)
+// Every function pointer typedef of the toolkit's cudaTypedefs.h (generated by CMake).
+const fakecu_toolkit_abi kToolkitAbis[] = {
+#include "fake_cuda_abi_versions.inc"
+};
+
+// The ABI the real driver gives for `symbol` at `version` with `flags`: the newest version
+// cudaTypedefs.h declares for the name at most `version`, per-thread variants only with
+// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (and then preferred at that version). Sets
+// `*status` as cuGetProcAddress_v2 does; returns the version (0 when none), `*per_thread` whether
+// it is a per-thread variant.
+int driver_choice(const char* symbol, int version, cuuint64_t flags, int* status,
+                  bool* per_thread) {
+  const bool want_per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  bool known = false;
+  int best = 0;
+  *per_thread = false;
+  for (const fakecu_toolkit_abi& a : kToolkitAbis) {
+    if (std::strcmp(a.name, symbol) != 0) continue;
+    known = true;
+    if (a.version > version || (a.per_thread && !want_per_thread)) continue;
+    if (a.version > best || (a.version == best && a.per_thread)) {
+      best = a.version;
+      *per_thread = a.per_thread;
+    }
+  }
+  *status = !known      ? CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+            : best == 0 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                        : CU_GET_PROC_ADDRESS_SUCCESS;
+  return best;
+}
+#endif
+
+// cuGetProcAddress: the entry point whose ABI the requested version selects (see the file
+// comment). Without a toolkit, this fake's one ABI per entry point for any version at least it.
+[[maybe_unused]] CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
                                    int* status) {
   const std::lock_guard lock(g_mutex);
   state& s = g();
   ++s.calls["cuGetProcAddress"];
-  if (s.deinitialized) return kErrorDeinitialized;
-  if (symbol == nullptr || pfn == nullptr) return kErrorInvalidValue;
+  if (s.deinitialized) return CUDA_ERROR_DEINITIALIZED;
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
-  if (version > s.cfg.version) return kErrorInvalidValue;
+  if (version > s.cfg.version) return CUDA_ERROR_INVALID_VALUE;
   s.proc_requests[symbol] = {version, flags};
-  int found = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
-  if (s.cfg.hidden.count(symbol) == 0) {
-    for (const proc_entry& e : kProcs) {
-      if (std::strcmp(e.name, symbol) != 0) continue;
-      found = version >= e.abi ? 0 : 2;  // SUCCESS or VERSION_NOT_SUFFICIENT
-      if (found == 0) *pfn = e.fn;
-    }
+  const proc_entry* e = implemented(s, symbol);
+  int found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+#if defined(FAKECU_WITH_CUDA_H)
+  bool per_thread = false;
+  const int abi = driver_choice(symbol, version, flags, &found, &per_thread);
+  if (found == CU_GET_PROC_ADDRESS_SUCCESS && e == nullptr)
+    found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (found == CU_GET_PROC_ADDRESS_SUCCESS && (abi != e->abi || per_thread)) {
+    // The real driver would hand out another ABI than the one implemented here.
+    s.abi_mismatches[symbol] = per_thread ? -abi : abi;
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_SUPPORTED;
   }
+#else
+  if (e != nullptr) {
+    found = version >= e->abi ? CU_GET_PROC_ADDRESS_SUCCESS
+                              : CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+  }
+#endif
+  if (found == CU_GET_PROC_ADDRESS_SUCCESS) *pfn = e->fn;
   if (status != nullptr) *status = found;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 struct error_text {
-  CUresult code;
+  int code;
   const char* name;
   const char* text;
 };
@@ -712,11 +946,20 @@ const error_text kErrors[] = {
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-const error_text* find_error(CUresult code) {
+const error_text* find_error(int code) {
   for (const error_text& e : kErrors) {
     if (e.code == code) return &e;
   }
   return nullptr;
+}
+
+// The value of `key` in one of the fake's counting maps, 0 when absent; takes g_mutex.
+template <class Map>
+typename Map::mapped_type count_of(Map state::*map, const char* key) {
+  const std::lock_guard lock(g_mutex);
+  const Map& m = g().*map;
+  const auto it = m.find(key);
+  return it == m.end() ? 0 : it->second;
 }
 
 }  // namespace
@@ -725,56 +968,79 @@ const error_text* find_error(CUresult code) {
 
 FAKECU_EXPORT CUresult cuDriverGetVersion(int* version) {
   const std::lock_guard lock(g_mutex);
-  if (version == nullptr) return kErrorInvalidValue;
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *version = g().cfg.version;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 FAKECU_EXPORT CUresult cuInit(unsigned int flags) {
   const std::lock_guard lock(g_mutex);
   state& s = g();
   ++s.calls["cuInit"];
-  if (flags != 0) return kErrorInvalidValue;
-  if (s.cfg.init_result != kSuccess) return s.cfg.init_result;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (s.cfg.init_result != CUDA_SUCCESS) return s.cfg.init_result;
   s.initialized = true;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 FAKECU_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
   const error_text* e = find_error(error);
-  if (name == nullptr) return kErrorInvalidValue;
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *name = e != nullptr ? e->name : nullptr;
-  return e != nullptr ? kSuccess : kErrorInvalidValue;
+  return e != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 FAKECU_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
   const error_text* e = find_error(error);
-  if (text == nullptr) return kErrorInvalidValue;
+  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *text = e != nullptr ? e->text : nullptr;
-  return e != nullptr ? kSuccess : kErrorInvalidValue;
+  return e != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 // Exported for tests/cuda/gpu_driver_check.cpp, which takes it with dlsym.
 FAKECU_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice device, unsigned* flags, int* active) {
   FAKECU_ENTER("cuDevicePrimaryCtxGetState");
-  if (flags == nullptr || active == nullptr || !valid_device(s, device)) return kErrorInvalidValue;
+  if (flags == nullptr || active == nullptr || !valid_device(s, device))
+    return CUDA_ERROR_INVALID_VALUE;
   *flags = 0;
   *active = s.refcount[device] > 0 ? 1 : 0;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 #if !defined(FAKECU_NO_PROC_ADDRESS)
+// The CUDA 11.3 ABI, exported as "cuGetProcAddress".
 FAKECU_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version,
-                                        std::uint64_t flags) {
+                                        cuuint64_t flags) {
   return get_proc(symbol, pfn, version, flags, nullptr);
 }
 #endif
 
 #if !defined(FAKECU_NO_PROC_ADDRESS) && !defined(FAKECU_V1_ONLY)
+// The CUDA 12.0 ABI, exported as "cuGetProcAddress_v2" (cuda.h's cuGetProcAddress).
 FAKECU_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
-                                           std::uint64_t flags, int* status) {
-  return get_proc(symbol, pfn, version, flags, status);
+                                           cuuint64_t flags,
+                                           CUdriverProcAddressQueryResult* status) {
+  int found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const CUresult res = get_proc(symbol, pfn, version, flags, &found);
+  if (status != nullptr) *status = static_cast<CUdriverProcAddressQueryResult>(found);
+  return res;
 }
+#endif
+
+#if defined(FAKECU_WITH_CUDA_H)
+// What the loader takes with dlsym has the toolkit's types too.
+static_assert(std::is_same_v<decltype(&cuDriverGetVersion), PFN_cuDriverGetVersion_v2020>);
+static_assert(std::is_same_v<decltype(&cuInit), PFN_cuInit_v2000>);
+static_assert(std::is_same_v<decltype(&cuGetErrorName), PFN_cuGetErrorName_v6000>);
+static_assert(std::is_same_v<decltype(&cuGetErrorString), PFN_cuGetErrorString_v6000>);
+static_assert(
+    std::is_same_v<decltype(&cuDevicePrimaryCtxGetState), PFN_cuDevicePrimaryCtxGetState_v7000>);
+#if !defined(FAKECU_NO_PROC_ADDRESS)
+static_assert(std::is_same_v<decltype(&cuGetProcAddress), PFN_cuGetProcAddress_v11030>);
+#endif
+#if !defined(FAKECU_NO_PROC_ADDRESS) && !defined(FAKECU_V1_ONLY)
+static_assert(std::is_same_v<decltype(&cuGetProcAddress_v2), PFN_cuGetProcAddress_v12000>);
+#endif
 #endif
 
 // --- Control functions for the tests (fake_cuda_control.hpp) ----------------------------------
@@ -785,6 +1051,8 @@ FAKECU_EXPORT void fakecu_configure(const char* spec) {
   s.cfg = default_config();
   apply(s.cfg, spec);
   s.faults.clear();
+  s.proc_requests.clear();
+  s.abi_mismatches.clear();
 }
 
 FAKECU_EXPORT void fakecu_fail(const char* fn, long nth, int result) {
@@ -797,7 +1065,7 @@ FAKECU_EXPORT void fakecu_fail(const char* fn, long nth, int result) {
   fault& f = s.faults[fn];
   f.always = nth < 0;
   f.countdown = nth < 0 ? 0 : nth;
-  f.result = result;
+  f.result = static_cast<CUresult>(result);
 }
 
 FAKECU_EXPORT void fakecu_set_deinitialized(int on) {
@@ -806,10 +1074,7 @@ FAKECU_EXPORT void fakecu_set_deinitialized(int on) {
 }
 
 FAKECU_EXPORT long fakecu_calls(const char* fn) {
-  const std::lock_guard lock(g_mutex);
-  auto& calls = g().calls;
-  auto it = calls.find(fn);
-  return it == calls.end() ? 0 : it->second;
+  return count_of(&state::calls, fn);
 }
 
 FAKECU_EXPORT int fakecu_current_device() {
@@ -849,6 +1114,10 @@ FAKECU_EXPORT void fakecu_reclaim() {
   state& s = g();
   for (CUevent_st* e : s.events) delete e;
   s.events.clear();
+  for (CUstream_st* st : s.streams) delete st;
+  s.streams.clear();
+  for (const auto& [p, bytes] : s.host) std::free(p);
+  s.host.clear();
   s.allocs.clear();
   s.handles.clear();
   s.mappings.clear();
@@ -893,6 +1162,8 @@ FAKECU_EXPORT int fakecu_live(const char* what) {
   const std::string w = what;
   if (w == "allocations") return static_cast<int>(s.allocs.size());
   if (w == "events") return static_cast<int>(s.events.size());
+  if (w == "streams") return static_cast<int>(s.streams.size());
+  if (w == "host") return static_cast<int>(s.host.size());
   if (w == "handles") return static_cast<int>(s.handles.size());
   if (w == "mappings") return static_cast<int>(s.mappings.size());
   if (w == "reservations") return static_cast<int>(s.reservations.size());
@@ -931,6 +1202,57 @@ FAKECU_EXPORT long long fakecu_proc_flags(const char* symbol) {
   return it == r.end() ? -1 : static_cast<long long>(it->second.second);
 }
 
+// Every symbol cachalot asked cuGetProcAddress for, sorted, joined with '+' (into `out`, at most
+// `size` bytes with the terminating NUL); returns the length of the whole list.
+FAKECU_EXPORT int fakecu_proc_symbols(char* out, int size) {
+  const std::lock_guard lock(g_mutex);
+  std::string all;
+  for (const auto& [symbol, request] : g().proc_requests) {
+    if (!all.empty()) all += '+';
+    all += symbol;
+  }
+  if (out != nullptr && size > 0) {
+    const std::size_t n = std::min(all.size(), static_cast<std::size_t>(size) - 1);
+    std::memcpy(out, all.data(), n);
+    out[n] = '\0';
+  }
+  return static_cast<int>(all.size());
+}
+
+// The ABI version the real driver would have given for a request of `symbol` whose version
+// selects another ABI than the fake implements (negative: its per-thread variant); 0 if none.
+FAKECU_EXPORT int fakecu_abi_mismatch(const char* symbol) {
+  return count_of(&state::abi_mismatches, symbol);
+}
+
+// The option of the last cuMemGetAllocationGranularity (-1 if never called).
+FAKECU_EXPORT int fakecu_last_granularity_option() {
+  const std::lock_guard lock(g_mutex);
+  return g().last_granularity_option;
+}
+
+// What the runtime does for cudaStreamCreate on `device`, without changing the calling thread's
+// context: the device's primary context retained (while the stream lives) and a stream of it.
+FAKECU_EXPORT void* fakecu_create_stream(int device) {
+  const std::lock_guard lock(g_mutex);
+  state& s = g();
+  ++s.refcount[device];
+  auto* st = new CUstream_st{&s.ctxs[device], 0};
+  s.streams.insert(st);
+  return st;
+}
+
+// Destroys a stream of fakecu_create_stream and releases its context.
+FAKECU_EXPORT void fakecu_destroy_stream(void* stream) {
+  const std::lock_guard lock(g_mutex);
+  state& s = g();
+  auto* st = static_cast<CUstream_st*>(stream);
+  if (s.streams.erase(st) == 0) return;
+  if (s.refcount[st->ctx->device] > 0) --s.refcount[st->ctx->device];
+  s.held.erase(stream);
+  delete st;
+}
+
 FAKECU_EXPORT void fakecu_hold_stream(void* stream, int on) {
   const std::lock_guard lock(g_mutex);
   state& s = g();
@@ -957,7 +1279,7 @@ FAKECU_EXPORT int fakecu_end_capture(void* stream) {
   if (it == captures.end()) return 903;
   const bool invalidated = it->second.invalidated;
   captures.erase(it);
-  return invalidated ? kErrorStreamCaptureInvalidated : kSuccess;
+  return invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
 }
 
 FAKECU_EXPORT int fakecu_thread_capture_mode() {

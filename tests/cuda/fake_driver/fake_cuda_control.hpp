@@ -33,6 +33,11 @@ struct fake_cuda_control {
   void (*begin_capture)(int device, void* stream, int mode) = nullptr;
   int (*end_capture)(void* stream) = nullptr;
   int (*thread_capture_mode)() = nullptr;
+  void* (*create_stream)(int device) = nullptr;
+  void (*destroy_stream)(void* stream) = nullptr;
+  int (*proc_symbols)(char* out, int size) = nullptr;
+  int (*abi_mismatch)(const char* symbol) = nullptr;
+  int (*last_granularity_option)() = nullptr;
 
   void* handle = nullptr;
   std::string error;  ///< why the control functions could not be found ("" when they were)
@@ -67,10 +72,21 @@ struct fake_cuda_control {
     find(begin_capture, "fakecu_begin_capture");
     find(end_capture, "fakecu_end_capture");
     find(thread_capture_mode, "fakecu_thread_capture_mode");
+    find(create_stream, "fakecu_create_stream");
+    find(destroy_stream, "fakecu_destroy_stream");
+    find(proc_symbols, "fakecu_proc_symbols");
+    find(abi_mismatch, "fakecu_abi_mismatch");
+    find(last_granularity_option, "fakecu_last_granularity_option");
   }
   fake_cuda_control(const fake_cuda_control&) = delete;
   fake_cuda_control& operator=(const fake_cuda_control&) = delete;
   bool ok() const { return error.empty(); }
+  /// Every symbol asked of cuGetProcAddress since the last configure, sorted, '+'-joined.
+  std::string requested_symbols() const {
+    std::string out(static_cast<std::size_t>(proc_symbols(nullptr, 0)) + 1, '\0');
+    out.resize(static_cast<std::size_t>(proc_symbols(out.data(), static_cast<int>(out.size()))));
+    return out;
+  }
 
  private:
   template <class F>
