@@ -184,7 +184,8 @@ struct entry_point {
 };
 #define CACHALOT_ENTRY(name, version, params) {"cu" #name, version},
 constexpr entry_point kEntryPoints[] = {CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_ENTRY)
-                                            CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_ENTRY)};
+                                            CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_ENTRY)
+                                                CACHALOT_CU_HOST_ENTRY_POINTS(CACHALOT_ENTRY)};
 #undef CACHALOT_ENTRY
 
 // The loader's requests and the backend's arguments, as the fake driver recorded them.
