@@ -2,6 +2,7 @@
 #include "cachalot/allocator.hpp"
 
 #include "detail/engine.hpp"
+#include "detail/pool_sleep.hpp"
 
 namespace cachalot {
 
@@ -91,6 +92,12 @@ memory_stats allocator::stats(pool_id pool) const {
 }
 std::vector<pool_info> allocator::pools() const {
   return engine_->pools();
+}
+bool allocator::sleep(pool_id pool, sleep_mode mode) {
+  return engine_->sleep_control().sleep(pool, mode);
+}
+bool allocator::wake(pool_id pool) {
+  return engine_->sleep_control().wake(pool);
 }
 const config& allocator::get_config() const noexcept {
   return engine_->get_config();

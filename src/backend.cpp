@@ -1,4 +1,5 @@
-// Defaults of the optional virtual-memory part of the backend interface: not supported.
+// Defaults of the optional parts of the backend interface (virtual memory, pinned host memory
+// and copies): not supported.
 #include "cachalot/backend.hpp"
 
 #include "cachalot/errors.hpp"
@@ -20,6 +21,22 @@ bool device_backend::map_chunk(void*, std::size_t) {
 
 void device_backend::unmap_chunk(void*, std::size_t) {
   CACHALOT_FAIL(not_supported, "{}: virtual memory management is not supported", name());
+}
+
+void* device_backend::allocate_host(std::size_t) {
+  CACHALOT_FAIL(not_supported, "{}: pinned host memory is not supported", name());
+}
+
+void device_backend::free_host(void*, std::size_t) {
+  CACHALOT_FAIL(not_supported, "{}: pinned host memory is not supported", name());
+}
+
+void device_backend::copy_to_host(void*, const void*, std::size_t, stream_t) {
+  CACHALOT_FAIL(not_supported, "{}: host <-> device copies are not supported", name());
+}
+
+void device_backend::copy_to_device(void*, const void*, std::size_t, stream_t) {
+  CACHALOT_FAIL(not_supported, "{}: host <-> device copies are not supported", name());
 }
 
 }  // namespace cachalot

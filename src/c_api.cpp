@@ -53,6 +53,8 @@ cachalot_status to_c(status s) {
       return CACHALOT_ERROR_BACKEND;
     case status::not_supported:
       return CACHALOT_ERROR_NOT_SUPPORTED;
+    case status::pool_asleep:
+      return CACHALOT_ERROR_POOL_ASLEEP;
   }
   return CACHALOT_ERROR_BACKEND;
 }
@@ -111,7 +113,8 @@ void fill_device(cachalot_stats& out, const device_call_stats& d) {
       &cachalot_stats::call_chunk_release, &cachalot_stats::call_event_create,
       &cachalot_stats::call_event_record,  &cachalot_stats::call_event_query,
       &cachalot_stats::call_event_sync,    &cachalot_stats::call_stream_sync,
-      &cachalot_stats::call_device_sync,   &cachalot_stats::call_copy};
+      &cachalot_stats::call_device_sync,   &cachalot_stats::call_copy,
+      &cachalot_stats::call_host_alloc,    &cachalot_stats::call_host_free};
   static_assert(std::size(by_kind) == device_call_count, "one field per device_call");
   static_assert(static_cast<int>(device_timing::modeled) == CACHALOT_DEVICE_TIMING_MODELED &&
                     static_cast<int>(device_timing::measured) == CACHALOT_DEVICE_TIMING_MEASURED &&
@@ -124,6 +127,25 @@ void fill_device(cachalot_stats& out, const device_call_stats& d) {
   out.device_implied_syncs = d.implied_syncs;
   out.device_implied_sync_ns = d.implied_sync_ns;
   for (std::size_t i = 0; i < device_call_count; ++i) out.*by_kind[i] = {d.calls[i], d.ns[i]};
+}
+
+// The sleep fields (memory pools that sleep and wake).
+void fill_sleep(cachalot_stats& out, const sleep_stats& s) {
+  out.sleep_pools_asleep = s.pools_asleep;
+  out.sleep_bytes_asleep = s.bytes_asleep;
+  out.sleep_bytes_offloaded = s.bytes_offloaded;
+  out.sleep_bytes_held = s.bytes_held;
+  out.sleep_num_sleeps = s.num_sleeps;
+  out.sleep_num_pressure_sleeps = s.num_pressure_sleeps;
+  out.sleep_num_wakes = s.num_wakes;
+  out.sleep_num_failed_sleeps = s.num_failed_sleeps;
+  out.sleep_num_failed_wakes = s.num_failed_wakes;
+  out.sleep_ns = s.sleep_ns;
+  out.wake_ns = s.wake_ns;
+  out.sleep_bytes_slept = s.bytes_slept;
+  out.sleep_bytes_woken = s.bytes_woken;
+  out.sleep_bytes_copied_out = s.bytes_copied_out;
+  out.sleep_bytes_copied_in = s.bytes_copied_in;
 }
 
 // Every field this library knows, `size` included.
@@ -157,6 +179,7 @@ cachalot_stats full_stats(const memory_stats& s, std::size_t max_split_size) {
   out.num_chunk_unmaps = s.num_chunk_unmaps;
   fill_device(out, s.device);
   out.num_gc_syncs = s.num_gc_syncs;
+  fill_sleep(out, s.sleep);
   return out;
 }
 
@@ -217,6 +240,26 @@ void fill_stats(const allocator& a, cachalot_stats* out) {
   fill_stats(a.stats(), a.get_config().max_split_size, out);
 }
 
+// A sleep mode a C caller gave: any int may be stored in the enum in C, so its bytes are read
+// as an int (loading a C++ enum outside its range of values would be undefined).
+sleep_mode to_mode(const cachalot_sleep_mode& given, const char* fn) {
+  static_assert(sizeof(cachalot_sleep_mode) == sizeof(int));
+  int m = 0;
+  std::memcpy(&m, &given, sizeof m);
+  if (m != CACHALOT_SLEEP_OFFLOAD && m != CACHALOT_SLEEP_DISCARD) {
+    throw invalid_argument(std::string(fn) + ": unknown sleep mode " + std::to_string(m) +
+                               " (CACHALOT_SLEEP_OFFLOAD or CACHALOT_SLEEP_DISCARD)",
+                           __FILE__, __LINE__);
+  }
+  static_assert(static_cast<int>(sleep_mode::offload) == CACHALOT_SLEEP_OFFLOAD &&
+                    static_cast<int>(sleep_mode::discard) == CACHALOT_SLEEP_DISCARD &&
+                    static_cast<int>(sleep_notice::requested) == CACHALOT_SLEEP_REQUESTED &&
+                    static_cast<int>(sleep_notice::asleep) == CACHALOT_SLEEP_ASLEEP &&
+                    static_cast<int>(sleep_notice::cancelled) == CACHALOT_SLEEP_CANCELLED,
+                "C and C++ sleep values");
+  return m == CACHALOT_SLEEP_OFFLOAD ? sleep_mode::offload : sleep_mode::discard;
+}
+
 // The C pool options as C++ options: fields beyond `size` keep their defaults.
 pool_options to_options(const cachalot_pool_options& given) {
   cachalot_pool_options o{};
@@ -240,6 +283,14 @@ pool_options to_options(const cachalot_pool_options& given) {
   if (o.reclaim != nullptr) {
     out.reclaim = [fn = o.reclaim, ctx = o.reclaim_context](pool_id p, std::size_t n) {
       return fn(ctx, p, n);
+    };
+  }
+  out.sleepable = o.sleepable != 0;
+  out.sleep_mode = to_mode(o.sleep_mode, "cachalot_pool_create");
+  if (o.on_sleep != nullptr) {
+    out.on_sleep = [fn = o.on_sleep, ctx = o.sleep_context](pool_id p, sleep_notice n,
+                                                            std::size_t bytes) {
+      return fn(ctx, p, static_cast<int>(n), bytes) != 0;
     };
   }
   return out;
@@ -341,6 +392,8 @@ const char* cachalot_status_string(cachalot_status s) {
       return "CACHALOT_ERROR_BACKEND";
     case CACHALOT_ERROR_NOT_SUPPORTED:
       return "CACHALOT_ERROR_NOT_SUPPORTED";
+    case CACHALOT_ERROR_POOL_ASLEEP:
+      return "CACHALOT_ERROR_POOL_ASLEEP";
   }
   return "CACHALOT_UNKNOWN_STATUS";
 }
@@ -423,6 +476,35 @@ cachalot_status cachalot_pool_of(cachalot_allocator* a, const void* ptr, cachalo
     return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_of: out is NULL");
   }
   return with(a, "cachalot_pool_of", [&](allocator& x) { *out = x.pool_of(ptr); });
+}
+
+cachalot_status cachalot_pool_sleep(cachalot_allocator* a, cachalot_pool_id pool,
+                                    cachalot_sleep_mode mode, int* slept) {
+  return with(a, "cachalot_pool_sleep", [&](allocator& x) {
+    const bool did = x.sleep(pool, detail::to_mode(mode, "cachalot_pool_sleep"));
+    if (slept != nullptr) *slept = did ? 1 : 0;
+  });
+}
+
+cachalot_status cachalot_pool_wake(cachalot_allocator* a, cachalot_pool_id pool, int* woke) {
+  return with(a, "cachalot_pool_wake", [&](allocator& x) {
+    const bool did = x.wake(pool);
+    if (woke != nullptr) *woke = did ? 1 : 0;
+  });
+}
+
+cachalot_status cachalot_pool_is_asleep(cachalot_allocator* a, cachalot_pool_id pool, int* asleep) {
+  if (asleep == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_pool_is_asleep: asleep is NULL");
+  }
+  return with(a, "cachalot_pool_is_asleep", [&](allocator& x) {
+    const std::vector<pool_info> list = x.pools();
+    if (pool >= list.size()) {
+      throw invalid_argument("no pool with id " + std::to_string(pool) + " in this allocator",
+                             __FILE__, __LINE__);
+    }
+    *asleep = list[pool].asleep ? 1 : 0;
+  });
 }
 
 cachalot_status cachalot_pool_get_stats(cachalot_allocator* a, cachalot_pool_id pool,

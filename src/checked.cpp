@@ -64,7 +64,8 @@ std::size_t engine::check_free(void* ptr, stream_t stream, bool on_stream,
                   addr, b->requested, b->size, fmt::ptr(ss.stream), *size);
   }
   const bool deferred = (on_stream && stream != ss.stream) || !b->used_on.empty();
-  return deferred ? 0 : b->size;
+  // A block of a pool that sleeps (or is about to) may have no memory behind it: not poisoned.
+  return deferred || ss.pool->asleep.load(std::memory_order_acquire) ? 0 : b->size;
 }
 
 void engine::after_allocate(block* b, std::size_t bytes, stream_t stream) {

@@ -13,6 +13,8 @@
 //    is a silent no-op: the driver reclaims them anyway;
 //  - chunks_ maps the base address of every live chunk to its physical handle and size, under
 //    vm_mutex_; the mutex is never held across a driver call;
+//  - pinned host memory and copies (src/cuda_host.cpp): host_ maps every live pinned
+//    allocation to its size, under host_mutex_, never held across a driver call;
 //  - every driver call that the cost model names (cachalot/device_cost.hpp) is timed on the
 //    steady clock, failed ones included, and recorded on clock_ (call_stats(), timing measured);
 //  - an event_t is a cu::cuda_event (detail/cuda_event.hpp): recorded on a stream of another
@@ -65,6 +67,13 @@ class cuda_backend final : public device_backend {
   bool map_chunk(void* addr, std::size_t bytes) override;
   void unmap_chunk(void* addr, std::size_t bytes) override;
 
+  // Pinned host memory and copies (src/cuda_host.cpp).
+  bool supports_host_copies() const override;
+  void* allocate_host(std::size_t bytes) override;
+  void free_host(void* ptr, std::size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, stream_t stream) override;
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, stream_t stream) override;
+
  private:
   struct chunk {
     cu::CUmemGenericAllocationHandle handle;
@@ -74,6 +83,8 @@ class cuda_backend final : public device_backend {
   void check_peers();
   void require_vm(const char* op) const;
   void check_vm_range(const char* op, const void* addr, std::size_t bytes) const;
+  void require_host(const char* op) const;
+  void check_host_span(const char* op, const void* ptr, std::size_t bytes) const;
   /// Releases `handle`, unmapping [ptr, ptr + bytes) first when `mapped`; errors ignored.
   void discard_chunk(cu::CUdeviceptr ptr, std::size_t bytes, cu::CUmemGenericAllocationHandle h,
                      bool mapped) noexcept;
@@ -94,6 +105,8 @@ class cuda_backend final : public device_backend {
   std::size_t vm_granularity_ = 2u << 20;
   mutable std::mutex vm_mutex_;
   std::map<std::uintptr_t, chunk> chunks_;  // guarded by vm_mutex_
+  mutable std::mutex host_mutex_;
+  std::map<std::uintptr_t, std::size_t> host_;  // pinned host allocations; host_mutex_
   device_clock clock_{device_cost_model{}, true};
 };
 

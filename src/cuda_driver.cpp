@@ -79,7 +79,8 @@ bool find_exported(void* lib, driver_load& out, proc_lookup& lookup) {
 }
 
 // Every entry point through cuGetProcAddress. False with `out.error` set when a required one is
-// missing; a missing virtual memory entry point only sets `out.vm_missing`.
+// missing; a missing virtual memory (host copy) entry point only sets `out.vm_missing`
+// (`out.host_missing`).
 bool find_versioned(const proc_lookup& lookup, driver_load& out) {
   std::string why;
 #define CACHALOT_CU_FIND_REQUIRED(name, abi, params)                                           \
@@ -99,6 +100,14 @@ bool find_versioned(const proc_lookup& lookup, driver_load& out) {
   }
   CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_CU_FIND_VM)
 #undef CACHALOT_CU_FIND_VM
+#define CACHALOT_CU_FIND_HOST(name, abi, params)                                         \
+  out.api.name = reinterpret_cast<pfn_##name>(lookup.find("cu" #name, abi, &why));       \
+  if (out.api.name == nullptr && out.host_missing.empty()) {                             \
+    out.host_missing = fmt::format("the CUDA driver (version {}) lacks cu" #name ": {}", \
+                                   version_string(out.version), why);                    \
+  }
+  CACHALOT_CU_HOST_ENTRY_POINTS(CACHALOT_CU_FIND_HOST)
+#undef CACHALOT_CU_FIND_HOST
   return true;
 }
 

@@ -34,6 +34,7 @@ constexpr kind_info kinds[device_call_count] = {
     {"event_record", "cost_event_record", false},  {"event_query", "cost_event_query", false},
     {"event_sync", "cost_event_sync", false},      {"stream_sync", "cost_stream_sync", false},
     {"device_sync", "cost_device_sync", false},    {"copy", "cost_copy", true},
+    {"host_alloc", "cost_host_alloc", true},       {"host_free", "cost_host_free", true},
 };
 
 const kind_info& info(device_call c) noexcept {
@@ -68,6 +69,10 @@ bool device_call_sized(device_call c) noexcept {
 bool device_call_is_sync(device_call c) noexcept {
   return c == device_call::event_sync || c == device_call::stream_sync ||
          c == device_call::device_sync;
+}
+
+bool device_call_implies_sync(device_call c) noexcept {
+  return c == device_call::segment_free || c == device_call::host_free;
 }
 
 std::uint64_t call_latency::ns(std::size_t bytes) const noexcept {
@@ -106,6 +111,8 @@ std::array<call_latency, device_call_count> device_cost_model::defaults() noexce
   set(device_call::stream_sync, 2 * us, 0);
   set(device_call::device_sync, 5 * us, 0);
   set(device_call::copy, 10 * us, 31 * ms);
+  set(device_call::host_alloc, 20 * us, 250 * ms);
+  set(device_call::host_free, 20 * us, 50 * ms);
   return d;
 }
 

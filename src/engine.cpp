@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "detail/checks.hpp"
+#include "detail/pool_sleep.hpp"
 
 namespace cachalot::detail {
 
@@ -28,6 +29,7 @@ std::uint64_t unique_key() noexcept {
 
 engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     : cfg_(cfg), backend_(std::move(backend)), id_(unique_key()), route_key_(id_) {
+  sleep_ = std::make_unique<sleeper>(*this);
   pool_options defaults;
   defaults.name = "default";
   pools_.push_back(std::make_unique<pool_record>(default_pool, defaults));
@@ -195,6 +197,8 @@ void engine::record_stream(void* ptr, stream_t stream) {
   if (b->addr != addr || b->state != block_state::allocated || b->freeing || b->released.load()) {
     CACHALOT_FAIL(invalid_pointer, "record_stream: {:#x} was freed concurrently", addr);
   }
+  if (ss.pool->asleep.load(std::memory_order_acquire)) [[unlikely]]
+    slow_pass::refuse_record(*ss.pool, addr, stream);
   if (stream == ss.stream) return;
   if (tc_on_) {  // a free racing this one either sees has_uses or is seen here (block.hpp)
     b->has_uses.store(true);
@@ -278,6 +282,7 @@ memory_stats engine::stats_of(const pool_record* only) const {
     }
   }
   if (tc_on_) tc_view(list, s);  // blocks in lanes: as free blocks (thread_cache.cpp)
+  sleep_->add_stats(only, s);
   // Streams, not (pool, stream) states: the pool's, or every stream the allocator has seen.
   s.num_streams = streams_seen_.load(std::memory_order_relaxed);
   if (only != nullptr) {
@@ -322,6 +327,7 @@ memory_snapshot engine::snapshot() const {
       info.expandable = seg->expandable();
       info.range_size = seg->range_size;
       info.memory_pool = ss->pool->id;
+      info.asleep = seg->asleep;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         // A span being mapped or unmapped shows as the hole it is (or will be) in the stats.
         if (b->state == block_state::unmapped && !info.blocks.empty() &&
@@ -351,6 +357,7 @@ memory_snapshot engine::snapshot() const {
   }
   std::sort(snap.segments.begin(), snap.segments.end(),
             [](const segment_info& a, const segment_info& b) { return a.address < b.address; });
+  sleep_->add_snapshot(snap);
   return snap;
 }
 

@@ -8,6 +8,7 @@
 #include "detail/callback_scope.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
+#include "detail/pool_sleep.hpp"
 
 namespace cachalot::detail {
 
@@ -95,6 +96,7 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
                              std::size_t requested, bool over_ceiling) {
   const stream_t stream = ss.stream;
   pool_record& mp = *ss.pool;
+  const slow_pass pass(mp, requested, stream);  // refused while the pool sleeps (pool_sleep.hpp)
   // 0. A block fits but its stats crossed this stream's ceiling: redo with every stream locked.
   if (over_ceiling) {
     if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;

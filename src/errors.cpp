@@ -15,6 +15,8 @@ const char* status_name(status s) noexcept {
       return "invalid pointer";
     case status::backend:
       return "backend error";
+    case status::pool_asleep:
+      return "pool asleep";
     case status::not_supported:
       return "not supported";
   }

@@ -11,6 +11,7 @@
 
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
+#include "detail/pool_sleep.hpp"
 
 namespace cachalot::detail {
 
@@ -244,6 +245,7 @@ void engine::sync_stream(stream_t stream) {
 
 void engine::destroy_expandable(segment* seg) noexcept {
   // Teardown: unmap every mapped chunk, then release the range. Never throws.
+  if (seg->asleep) return sleep_->destroy(seg);  // (only its held chunks are mapped)
   bool clean = true;
   for (const block* b = seg->first; b != nullptr;) {
     if (b->state == block_state::unmapped) {

@@ -32,6 +32,12 @@ const char* fault_op_name(fault_op op) noexcept {
       return "map_chunk";
     case fault_op::unmap_chunk:
       return "unmap_chunk";
+    case fault_op::allocate_host:
+      return "allocate_host";
+    case fault_op::free_host:
+      return "free_host";
+    case fault_op::copy:
+      return "copy";
   }
   return "unknown";
 }
@@ -57,7 +63,7 @@ void faulty_backend::set_allocate_mode(fault_mode mode) {
 
 void faulty_backend::set_mode(fault_op op, fault_mode mode) {
   CACHALOT_EXPECTS(op == fault_op::allocate_segment || op == fault_op::reserve_address_range ||
-                       op == fault_op::map_chunk,
+                       op == fault_op::map_chunk || op == fault_op::allocate_host,
                    invalid_argument,
                    "faulty_backend: {} cannot run out; it always fails by throwing",
                    fault_op_name(op));
@@ -201,6 +207,26 @@ bool faulty_backend::map_chunk(void* addr, std::size_t bytes) {
 void faulty_backend::unmap_chunk(void* addr, std::size_t bytes) {
   trip_or_throw(fault_op::unmap_chunk);
   inner_->unmap_chunk(addr, bytes);
+}
+bool faulty_backend::supports_host_copies() const {
+  return inner_->supports_host_copies();
+}
+void* faulty_backend::allocate_host(std::size_t bytes) {
+  if (trip_soft(fault_op::allocate_host)) return nullptr;
+  return inner_->allocate_host(bytes);
+}
+void faulty_backend::free_host(void* ptr, std::size_t bytes) {
+  trip_or_throw(fault_op::free_host);
+  inner_->free_host(ptr, bytes);
+}
+void faulty_backend::copy_to_host(void* dst, const void* src, std::size_t bytes, stream_t stream) {
+  trip_or_throw(fault_op::copy);
+  inner_->copy_to_host(dst, src, bytes, stream);
+}
+void faulty_backend::copy_to_device(void* dst, const void* src, std::size_t bytes,
+                                    stream_t stream) {
+  trip_or_throw(fault_op::copy);
+  inner_->copy_to_device(dst, src, bytes, stream);
 }
 
 }  // namespace cachalot

@@ -7,6 +7,7 @@
 #include "cachalot/config.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
+#include "detail/pool_sleep.hpp"
 
 namespace cachalot::detail {
 
@@ -32,6 +33,7 @@ pool_id engine::create_pool(const pool_options& options) {
   CACHALOT_EXPECTS(options.limit == 0 || options.guarantee <= options.limit, invalid_argument,
                    "create_pool: the guarantee {} exceeds the pool's limit {}",
                    format_bytes(options.guarantee), format_bytes(options.limit));
+  if (options.sleepable) sleep_->check_options(options);
   const std::size_t budget = memory_limit_ != 0 ? memory_limit_ : device_total_;
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);  // pools_ changes under both locks
   std::unique_lock<std::shared_mutex> lock(registry_mutex_);
@@ -61,6 +63,15 @@ void engine::retain_pool(pool_id pool) {
 void engine::release_pool(pool_id pool) {
   std::size_t declared = 0;  // routes that announced a capture
   {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    CACHALOT_EXPECTS(pool != default_pool, invalid_argument,
+                     "release_pool: the default pool cannot be released");
+    pool_record& p = pool_by_id(pool);
+    const bool last = p.references == 1;
+    lock.unlock();                        // (records are never deleted)
+    if (last) sleep_->before_release(p);  // a sleeping pool: see pool_sleep.hpp
+  }
+  {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
     CACHALOT_EXPECTS(pool != default_pool, invalid_argument,
                      "release_pool: the default pool cannot be released");
@@ -68,6 +79,11 @@ void engine::release_pool(pool_id pool) {
     CACHALOT_EXPECTS(!p.released.load(std::memory_order_relaxed), invalid_argument,
                      "release_pool: pool {} ('{}') was released already", pool, p.options.name);
     if (--p.references != 0) return;
+    if (p.asleep.load(std::memory_order_acquire)) {  // it fell asleep meanwhile
+      ++p.references;
+      CACHALOT_FAIL(invalid_argument, "release_pool: pool {} ('{}') is asleep: wake it first", pool,
+                    p.options.name);
+    }
     for (auto it = routes_.begin(); it != routes_.end();) {
       if (it->pool != &p) {
         ++it;
@@ -228,6 +244,8 @@ std::vector<pool_info> engine::pools() const {
     i.released = p->released.load(std::memory_order_relaxed);
     i.routes = p->routes;
     i.reserved_bytes = p->committed.load(std::memory_order_relaxed);
+    i.sleepable = p->options.sleepable;
+    i.asleep = p->asleep.load(std::memory_order_relaxed);
     out.push_back(std::move(i));
   }
   return out;

@@ -6,16 +6,18 @@
 // released pools and of pools below p (lowest first, largest segment first), then those of
 // priority p (P's own first); then the reclaim callbacks of pools below p, lowest first, each
 // followed by the release of what it freed; then the cached segments of pools above p, only
-// as far as they stay at or above their guarantee. Each release of a segment's worth is
-// followed by a retry. A graph pool's segments are never released before the pool is; a
-// request over P's own limit releases only P's cache; nothing is released while a capture may
-// be under way.
+// as far as they stay at or above their guarantee; last, sleepable pools below p fall asleep,
+// lowest first (detail/pool_sleep.hpp). Each release of a segment's worth (and each sleep) is
+// followed by a retry; a wake under pressure goes the same way (relieve). A graph pool's
+// segments are never released before the pool is; a request over P's own limit releases only
+// P's cache; nothing is released while a capture may be under way.
 #include <algorithm>
 
 #include "cachalot/config.hpp"
 #include "detail/callback_scope.hpp"
 #include "detail/checks.hpp"
 #include "detail/engine.hpp"
+#include "detail/pool_sleep.hpp"
 
 namespace cachalot::detail {
 
@@ -33,6 +35,10 @@ bool above(const pool_record& q, const pool_record& r) {
 bool reclaimer_below(const pool_record& q, const pool_record& r) {
   return !q.released.load(std::memory_order_acquire) && q.priority() < r.priority() &&
          static_cast<bool>(q.options.reclaim);
+}
+bool sleeper_below(const pool_record& q, const pool_record& r) {
+  return !q.released.load(std::memory_order_acquire) && q.priority() < r.priority() &&
+         q.options.sleepable && !q.asleep.load(std::memory_order_acquire);
 }
 bool released_only(const pool_record& q, const pool_record&) {
   return q.released.load(std::memory_order_acquire);
@@ -99,66 +105,78 @@ block* engine::grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t
   pool_record& p = *ss.pool;
   gstats_.num_retries.fetch_add(1, std::memory_order_relaxed);
   p.num_retries.fetch_add(1, std::memory_order_relaxed);
-  bool tried = false;  // an attempt since the last release
-  const auto attempt = [&]() -> block* {
-    tried = true;
-    if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
-    return grow_memory(ss, pool, rounded, requested, seg_size, &why);
-  };
-  // Releases cached segments of `q`, largest first, a segment's worth at a time, retrying.
-  const auto drain = [&](pool_record* q, bool above_guarantee) -> block* {
-    while (release_free_segments({q}, above_guarantee, 0, seg_size, &ss) != 0) {
-      if (block* b = attempt()) return b;
-    }
-    return nullptr;
+  block* got = nullptr;
+  const auto attempt = [&]() -> bool {
+    got = take_all_locked(ss, pool, rounded, requested);
+    if (got == nullptr) got = grow_memory(ss, pool, rounded, requested, seg_size, &why);
+    return got != nullptr;
   };
   poll_pending(true);  // (does nothing while a capture may be under way)
   tc_flush();          // blocks in thread-cache lanes keep their segments live
-  if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
-  if (why == refusal::pool_limit) {  // only the pool's own cache can help: others stay as they are
-    if (block* b = drain(&p, false)) return b;
-    if (!tried) {
-      if (block* b = attempt()) return b;
+  if ((got = take_all_locked(ss, pool, rounded, requested)) != nullptr) return got;
+  return relieve(p, seg_size, why, attempt, reason, &ss) ? got : nullptr;
+}
+
+bool engine::relieve(pool_record& p, std::size_t want, const refusal& why,
+                     const std::function<bool()>& attempt, const char** reason,
+                     stream_state* first) {
+  bool tried = false;  // an attempt since the last release
+  const auto retry = [&]() -> bool {
+    tried = true;
+    return attempt();
+  };
+  // Releases cached segments of `q`, largest first, `want` bytes at a time, retrying.
+  const auto drain = [&](pool_record* q, bool above_guarantee) -> bool {
+    while (release_free_segments({q}, above_guarantee, 0, want, first) != 0) {
+      if (retry()) return true;
     }
+    return false;
+  };
+  if (why == refusal::pool_limit) {  // only the pool's own cache can help: others stay as they are
+    if (drain(&p, false)) return true;
+    if (!tried && retry()) return true;
     *reason = "the pool's limit is reached";
-    return nullptr;
+    return false;
   }
   if (!capture_underway()) {
     for (pool_record* q : pools_where(below, p)) {  // released pools, then lowest priority
-      if (block* b = drain(q, false)) return b;
+      if (drain(q, false)) return true;
     }
     std::vector<pool_record*> peers = pools_where(level, p);  // the requester's own cache first
     std::stable_partition(peers.begin(), peers.end(),
                           [&p](const pool_record* q) { return q == &p; });
     for (pool_record* q : peers) {
-      if (block* b = drain(q, false)) return b;
+      if (drain(q, false)) return true;
     }
-    // A callback that allocates here under pressure calls no callback (callback_scope.hpp).
-    const bool reclaiming = callback_scope::inside(this, callback_scope::reclaim);
-    for (pool_record* q :
-         reclaiming ? std::vector<pool_record*>{} : pools_where(reclaimer_below, p)) {
+    // A callback that allocates here under pressure calls no callback (callback_scope.hpp),
+    // nor does an allocation inside a sleep callback (pool_sleep.hpp).
+    const bool nested =
+        callback_scope::inside(this, callback_scope::reclaim) || sleeper::in_callback();
+    for (pool_record* q : nested ? std::vector<pool_record*>{} : pools_where(reclaimer_below, p)) {
       try {
         callback_scope scope(this, callback_scope::reclaim);
-        (void)q->options.reclaim(q->id, seg_size);
+        (void)q->options.reclaim(q->id, want);
       } catch (...) {  // a failing callback freed what it freed
       }
       poll_pending(true);
-      if (block* b = drain(q, false)) return b;
+      if (drain(q, false)) return true;
     }
     for (pool_record* q : pools_where(above, p)) {
-      if (block* b = drain(q, true)) return b;
+      if (drain(q, true)) return true;
+    }
+    // Last, sleepable pools below p fall asleep, lowest first (detail/pool_sleep.hpp).
+    for (pool_record* q : nested ? std::vector<pool_record*>{} : pools_where(sleeper_below, p)) {
+      if (sleep_->sleep_for_pressure(*q, want) && retry()) return true;
     }
   }
-  if (!tried) {  // nothing released here; another thread may have released meanwhile
-    if (block* b = attempt()) return b;
-  }
+  if (!tried && retry()) return true;  // nothing released here; another thread may have
   *reason = why == refusal::budget ? "the memory limit (and the other pools' guarantees) leave "
                                      "no room for a new segment"
             : capture_underway()
                 ? "the device cannot supply a new segment, and no cached memory can be released "
                   "while a CUDA graph capture may be under way"
                 : "the device cannot supply a new segment";
-  return nullptr;
+  return false;
 }
 
 std::vector<pool_record*> engine::pools_where(bool (*pick)(const pool_record&, const pool_record&),

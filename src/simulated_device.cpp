@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -27,6 +28,7 @@ namespace cachalot {
 
 namespace {
 constexpr std::uintptr_t synthetic_base = std::uintptr_t{0x100000000000};
+constexpr std::uintptr_t synthetic_host_base = std::uintptr_t{0x300000000000};
 
 struct sim_stream {
   std::uint64_t submitted = 0;
@@ -75,7 +77,33 @@ struct simulated_device::impl {
   std::array<fault_plan, sim_op_count> faults{};
   sim_counters counters;
   detail::sim_capture_model captures;
-  detail::device_clock clock;  // prices every call made (sim_options::cost)
+  detail::device_clock clock;                      // prices every call made (sim_options::cost)
+  std::map<std::uintptr_t, std::size_t> host;      // pinned host allocations: address -> bytes
+  std::uintptr_t next_host = synthetic_host_base;  // without host backing
+
+  // The host allocation holding [addr, addr + bytes), or host.end().
+  std::map<std::uintptr_t, std::size_t>::const_iterator host_of(std::uintptr_t addr,
+                                                                std::size_t bytes) const {
+    auto it = host.upper_bound(addr);
+    if (it == host.begin()) return host.end();
+    --it;
+    return addr >= it->first && addr - it->first <= it->second &&
+                   bytes <= it->second - (addr - it->first)
+               ? it
+               : host.end();
+  }
+  // True if [addr, addr + bytes) is device memory: mapped chunks, or inside one live segment.
+  bool device_span(std::uintptr_t addr, std::size_t bytes) const {
+    if (vm->is_mapped(addr, bytes)) return true;
+    auto it = live.upper_bound(addr);
+    if (it == live.begin()) return false;
+    --it;
+    return addr >= it->first && addr + bytes <= it->first + it->second;
+  }
+  // Checks and prices one copy between pinned host memory `host_at` and device memory
+  // `device_at`, then copies (host backing) in the direction given.
+  void copy(std::uintptr_t host_at, std::uintptr_t device_at, std::size_t bytes, stream_t stream,
+            bool to_host);
 
   std::size_t charged(std::size_t bytes) const {
     return (bytes + opts.alignment - 1) / opts.alignment * opts.alignment;
@@ -147,6 +175,9 @@ simulated_device::simulated_device(const sim_options& options)
 simulated_device::~simulated_device() {
   if (impl_->mapping != nullptr) munmap(impl_->mapping, impl_->mapping_size);
   for (sim_event* e : impl_->events) delete e;
+  if (impl_->opts.host_backing) {
+    for (const auto& [addr, bytes] : impl_->host) munmap(reinterpret_cast<void*>(addr), bytes);
+  }
 }
 
 std::string simulated_device::name() const {
@@ -405,6 +436,108 @@ void simulated_device::unmap_chunk(void* addr, std::size_t bytes) {
   ++d.counters.chunk_unmaps;
   --d.counters.live_chunks;
   d.counters.mapped_bytes -= bytes;
+}
+
+bool simulated_device::supports_host_copies() const {
+  return true;
+}
+
+void* simulated_device::allocate_host(std::size_t bytes) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  CACHALOT_EXPECTS(bytes != 0, backend_error, "simulated device: allocate_host of 0 bytes");
+  if (!d.captures.allow_unsafe(t_capture_mode)) fail_capture("allocate_host (cuMemHostAlloc)");
+  d.clock.charge(device_call::host_alloc, bytes);
+  const std::size_t cap = d.opts.host_capacity;
+  if (d.inject(sim_op::allocate_host) ||
+      (cap != 0 && (bytes > cap || d.counters.host_bytes > cap - bytes))) {
+    ++d.counters.failed_host_allocs;
+    return nullptr;
+  }
+  std::uintptr_t addr = 0;
+  if (d.opts.host_backing) {
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      ++d.counters.failed_host_allocs;
+      return nullptr;
+    }
+    addr = reinterpret_cast<std::uintptr_t>(m);
+  } else {
+    addr = d.next_host;
+    d.next_host += (bytes + d.page - 1) / d.page * d.page + d.page;  // a gap between them
+  }
+  d.host.emplace(addr, bytes);
+  d.counters.host_bytes += bytes;
+  ++d.counters.host_allocs;
+  ++d.counters.live_host_allocs;
+  return reinterpret_cast<void*>(addr);
+}
+
+void simulated_device::free_host(void* ptr, std::size_t bytes) {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  const auto it = d.host.find(addr);
+  CACHALOT_EXPECTS(it != d.host.end(), backend_error,
+                   "simulated device: free_host of {:#x}, which is no pinned host allocation",
+                   addr);
+  CACHALOT_EXPECTS(it->second == bytes, backend_error,
+                   "simulated device: free_host of {:#x} with size {} but it has {}", addr, bytes,
+                   it->second);
+  if (!d.captures.allow_conflicting()) fail_capture("free_host (cuMemFreeHost)");
+  d.clock.charge(device_call::host_free, bytes);  // and the device sync it implies
+  if (d.inject(sim_op::free_host)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of free_host({:#x})", addr);
+  }
+  if (d.opts.host_backing) munmap(ptr, bytes);
+  d.host.erase(it);
+  d.counters.host_bytes -= bytes;
+  ++d.counters.host_frees;
+  --d.counters.live_host_allocs;
+}
+
+void simulated_device::impl::copy(std::uintptr_t host_at, std::uintptr_t device_at,
+                                  std::size_t bytes, stream_t stream, bool to_host) {
+  const char* call = to_host ? "copy_to_host" : "copy_to_device";
+  CACHALOT_EXPECTS(bytes != 0 && host_at != 0 && device_at != 0, backend_error,
+                   "simulated device: {} of {} B between {:#x} (host) and {:#x} (device)", call,
+                   bytes, host_at, device_at);
+  CACHALOT_EXPECTS(host_of(host_at, bytes) != host.end(), backend_error,
+                   "simulated device: {}: [{:#x}, +{} B) is not inside one pinned host allocation",
+                   call, host_at, bytes);
+  CACHALOT_EXPECTS(device_span(device_at, bytes), backend_error,
+                   "simulated device: {}: [{:#x}, +{} B) is not mapped device memory", call,
+                   device_at, bytes);
+  if (stream != nullptr && captures.capturing(stream)) {
+    fail_capture(to_host ? "copy_to_host (cuMemcpyDtoHAsync) on a capturing stream"
+                         : "copy_to_device (cuMemcpyHtoDAsync) on a capturing stream");
+  }
+  clock.charge(device_call::copy, bytes);
+  if (inject(sim_op::copy)) {
+    CACHALOT_FAIL(backend_error, "simulated device: injected failure of {}({:#x}, {} B)", call,
+                  device_at, bytes);
+  }
+  if (opts.host_backing) {
+    auto* h = reinterpret_cast<void*>(host_at);
+    auto* dv = reinterpret_cast<void*>(device_at);
+    std::memcpy(to_host ? h : dv, to_host ? dv : h, bytes);
+  }
+  ++(to_host ? counters.copies_to_host : counters.copies_to_device);
+  counters.copied_bytes += bytes;
+}
+
+void simulated_device::copy_to_host(void* dst, const void* src, std::size_t bytes,
+                                    stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->copy(reinterpret_cast<std::uintptr_t>(dst), reinterpret_cast<std::uintptr_t>(src), bytes,
+              stream, true);
+}
+
+void simulated_device::copy_to_device(void* dst, const void* src, std::size_t bytes,
+                                      stream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->copy(reinterpret_cast<std::uintptr_t>(src), reinterpret_cast<std::uintptr_t>(dst), bytes,
+              stream, false);
 }
 
 void simulated_device::hold_stream(stream_t stream) {

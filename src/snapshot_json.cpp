@@ -43,10 +43,11 @@ const char* state_name(block_state s) {
 void append_segment(std::string& out, const segment_info& seg) {
   out += fmt::format(
       R"({{"address":{},"size":{},"range_size":{},"expandable":{},"stream":{},"pool":"{}",)"
-      R"("blocks":[)",
+      R"("memory_pool":{},"asleep":{},"blocks":[)",
       seg.address, seg.size, seg.range_size, seg.expandable ? "true" : "false",
       reinterpret_cast<std::uintptr_t>(seg.stream),
-      seg.pool == pool_kind::small ? "small" : "large");
+      seg.pool == pool_kind::small ? "small" : "large", seg.memory_pool,
+      seg.asleep ? "true" : "false");
   bool first = true;
   for (const block_info& b : seg.blocks) {
     if (!first) out += ',';
@@ -68,6 +69,16 @@ std::string snapshot_to_json(const memory_snapshot& snap, int device, const std:
     if (!first) out += ',';
     first = false;
     append_segment(out, seg);
+  }
+  out += "],\"sleeping_pools\":[";
+  first = true;
+  for (const sleeping_pool_info& p : snap.sleeping_pools) {
+    if (!first) out += ',';
+    first = false;
+    out += fmt::format(
+        R"({{"pool":{},"mode":"{}","bytes_asleep":{},"bytes_offloaded":{},"bytes_held":{}}})",
+        p.pool, p.offloaded ? "offload" : "discard", p.bytes_asleep, p.bytes_offloaded,
+        p.bytes_held);
   }
   out += "]";
   if (calls != nullptr) {

@@ -148,6 +148,29 @@ void pools_section(std::string& out, const std::vector<summary_pool>& pools) {
   }
 }
 
+/// One line per pool that has slept: its state now and its sleep figures (pool.hpp).
+void sleep_lines(std::string& out, const std::vector<summary_pool>& pools, device_timing timing) {
+  const auto ms = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+  for (const summary_pool& p : pools) {
+    const sleep_stats& z = p.stats.sleep;
+    if (z.num_sleeps + z.num_failed_sleeps + z.pools_asleep == 0) continue;
+    const std::string now =
+        z.pools_asleep != 0
+            ? detail::format("asleep, {} to map at wake, {} offloaded{}",
+                             format_bytes(z.bytes_asleep), format_bytes(z.bytes_offloaded),
+                             z.bytes_held != 0 ? ", " + format_bytes(z.bytes_held) + " held" : "")
+            : std::string("awake");
+    line(out,
+         detail::format("Pool {} sleep: {}; sleeps {} ({} under pressure, {} failed), wakes {} "
+                        "({} failed); sleep {:.3f} ms, wake {:.3f} ms of {} device time; "
+                        "copied out {}, in {}",
+                        p.info.id, now, z.num_sleeps, z.num_pressure_sleeps, z.num_failed_sleeps,
+                        z.num_wakes, z.num_failed_wakes, ms(z.sleep_ns), ms(z.wake_ns),
+                        device_timing_name(timing), format_bytes(z.bytes_copied_out),
+                        format_bytes(z.bytes_copied_in)));
+  }
+}
+
 }  // namespace
 
 std::string format_summary(const summary_facts& f) {
@@ -184,6 +207,7 @@ std::string format_summary(const summary_facts& f) {
   if (f.pools.size() > 1) {
     rule(out, '-');
     pools_section(out, f.pools);
+    sleep_lines(out, f.pools, s.device.timing);
   }
   rule(out, '=');
   return out;

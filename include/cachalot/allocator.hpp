@@ -123,6 +123,35 @@ class allocator {
   /// Every pool, the default pool first, released ones included.
   std::vector<pool_info> pools() const;
 
+  /// Puts tenant pool `pool` (on expandable segments) to sleep (cachalot/pool.hpp): waits for
+  /// the work queued on its memory (an event on each of its streams and on the streams its
+  /// blocks were recorded on; never a device-wide synchronization), with sleep_mode::offload
+  /// copies the bytes of its live blocks to pinned host memory, then unmaps every chunk of the
+  /// pool, so that all its device memory goes back while every block stays allocated at its
+  /// address. Until wake(), allocating from the pool and record_stream on its blocks throw
+  /// pool_asleep; freeing its blocks is allowed (no device call). Call it when no work that
+  /// uses the pool's memory is being queued. Returns false if the pool was asleep already.
+  /// @throws invalid_argument for an unknown, released, graph or default pool, or from inside
+  ///         one of the pool's own allocations (a callback)
+  /// @throws not_supported for a pool on fixed segments (config expandable_segments:1 is
+  ///         needed), offload on a backend without host copies, or while a CUDA graph capture
+  ///         may be under way
+  /// @throws out_of_memory when the pinned host memory for offload cannot be had
+  /// @throws backend_error when a device call fails. Every failure leaves the pool awake, its
+  ///         contents intact, except a failed unmap: the pool is then asleep and still holds
+  ///         that memory (sleep_stats::bytes_held; the message says how much)
+  bool sleep(pool_id pool, sleep_mode mode = sleep_mode::offload);
+  /// Wakes a sleeping pool: maps new device memory behind its live blocks at the same
+  /// addresses (under pressure, releasing other pools' cached memory in priority order as a
+  /// growth would) and copies offloaded bytes back, so that every pointer and CUDA graph on the
+  /// pool works again. Returns false if the pool was awake.
+  /// @throws invalid_argument for an unknown pool
+  /// @throws out_of_memory naming the pool when its memory cannot be mapped
+  /// @throws not_supported while a CUDA graph capture may be under way
+  /// @throws backend_error when a device call fails. Every failure leaves the pool asleep, its
+  ///         offloaded bytes kept
+  bool wake(pool_id pool);
+
   /// The config in use (memory_fraction resolved into memory_limit).
   const config& get_config() const noexcept;
 

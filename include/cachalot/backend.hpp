@@ -113,10 +113,11 @@ class device_backend {
   //  - A range is address space only: nothing is mapped in it when reserved, it costs no
   //    device memory, and the device may access none of it until chunks are mapped.
   //  - map_chunk(addr, bytes) creates ONE physical allocation of `bytes` and maps it at
-  //    [addr, addr + bytes), readable and writable by the backend's device (and by the peer devices the backend was given). The span lies inside
-  //    one reserved range and overlaps no mapped chunk. The chunk counts against the device's
-  //    memory (memory_info().free), like a segment. Its content is unspecified when mapped and
-  //    persists until it is unmapped. Out of device memory: returns false with nothing mapped.
+  //    [addr, addr + bytes), readable and writable by the backend's device (and by the peer devices
+  //    the backend was given). The span lies inside one reserved range and overlaps no mapped
+  //    chunk. The chunk counts against the device's memory (memory_info().free), like a segment.
+  //    Its content is unspecified when mapped and persists until it is unmapped. Out of device
+  //    memory: returns false with nothing mapped.
   //  - unmap_chunk(addr, bytes) takes back exactly one earlier map_chunk, the same addr and
   //    bytes: chunks are never split or merged (CUDA cannot unmap part of a mapping). The
   //    physical memory is freed; the range stays reserved and the span can be mapped again. The
@@ -150,6 +151,41 @@ class device_backend {
   /// Unmaps and frees exactly one chunk mapped by map_chunk(addr, bytes).
   /// @throws backend_error on misuse (not exactly one chunk) or any other failure
   virtual void unmap_chunk(void* addr, std::size_t bytes);
+
+  // --- Pinned host memory and copies (sleep and wake of memory pools). Optional. -------------
+  // Contract, the same on every backend that supports it (the simulated device, CUDA):
+  //  - allocate_host(bytes) returns page-locked ("pinned") host memory of `bytes` (> 0) bytes
+  //    that the host may read and write and that copies on a stream may use without staging;
+  //    nullptr when the host cannot pin that much. free_host(ptr, bytes) takes back exactly one
+  //    allocate_host, the same ptr and bytes; it may synchronize the device (the cost model
+  //    assumes it does: docs/usage.md, cost_host_free), so the engine calls it rarely.
+  //  - copy_to_host(dst, src, bytes, stream) queues a copy of `bytes` from device memory at
+  //    `src` (inside one mapped chunk run or one live segment) to pinned host memory at `dst`
+  //    (inside one allocate_host) behind the work queued so far on `stream`; copy_to_device the
+  //    other way. The copy is complete once an event recorded on `stream` after it completes:
+  //    the caller records and waits for one before it reads, frees or unmaps either side.
+  //  - Misuse (null pointers, a size of 0, a host span outside every allocate_host, a device
+  //    span that is not mapped) throws backend_error naming what is wrong and changes nothing;
+  //    any other failure also throws backend_error (a failed free leaves the memory allocated, a
+  //    failed copy may have copied part of the bytes: the caller treats the destination as
+  //    undefined).
+  //  - Where supports_host_copies() is false, the four calls throw not_supported.
+
+  /// True if the backend can allocate pinned host memory and copy between it and the device.
+  virtual bool supports_host_copies() const { return false; }
+  /// Allocates `bytes` (> 0) of pinned host memory.
+  /// @return the memory, or nullptr when the host cannot pin that much
+  /// @throws backend_error on misuse or any other failure; not_supported without support
+  virtual void* allocate_host(std::size_t bytes);
+  /// Frees memory from allocate_host(bytes). May synchronize the device.
+  /// @throws backend_error on misuse or any other failure (the memory then stays allocated)
+  virtual void free_host(void* ptr, std::size_t bytes);
+  /// Queues a copy of `bytes` from device memory `src` to pinned host memory `dst` on `stream`.
+  /// @throws backend_error on misuse or any other failure
+  virtual void copy_to_host(void* dst, const void* src, std::size_t bytes, stream_t stream);
+  /// Queues a copy of `bytes` from pinned host memory `src` to device memory `dst` on `stream`.
+  /// @throws backend_error on misuse or any other failure
+  virtual void copy_to_device(void* dst, const void* src, std::size_t bytes, stream_t stream);
 };
 
 /// Sets the calling thread's capture interaction mode for a scope and restores the previous

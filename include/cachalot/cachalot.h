@@ -35,7 +35,8 @@ typedef enum {
   CACHALOT_ERROR_INVALID_ARGUMENT, /**< a bad argument or config string */
   CACHALOT_ERROR_INVALID_POINTER,  /**< not a live allocation of this allocator */
   CACHALOT_ERROR_BACKEND,          /**< a device call failed */
-  CACHALOT_ERROR_NOT_SUPPORTED     /**< not available on this backend or build */
+  CACHALOT_ERROR_NOT_SUPPORTED,    /**< not available on this backend or build */
+  CACHALOT_ERROR_POOL_ASLEEP       /**< the memory pool is asleep (cachalot_pool_sleep) */
 } cachalot_status;
 
 /** One quantity tracked over time (the four values of a torch.cuda.memory_stats() entry). */
@@ -134,9 +135,29 @@ typedef struct cachalot_stats {
   cachalot_device_call call_stream_sync;   /**< cuStreamSynchronize */
   cachalot_device_call call_device_sync;   /**< cuCtxSynchronize */
   cachalot_device_call call_copy;          /**< pinned host <-> device copies */
+  cachalot_device_call call_host_alloc;    /**< cuMemHostAlloc (pinned host memory) */
+  cachalot_device_call call_host_free;     /**< cuMemFreeHost */
   /** device synchronizations made by releases before a growth (gc_threshold, the expandable
    *  release mark), outside any out-of-memory retry, empty_cache or trim */
   uint64_t num_gc_syncs;
+  /* The sleep and wake of memory pools (cachalot_pool_sleep, cachalot_pool_wake): the sums over
+   * the allocator's pools, or one pool's own (cachalot_pool_get_stats). Times are device time,
+   * modeled or measured as device_timing says. */
+  uint64_t sleep_pools_asleep;        /**< pools asleep now */
+  uint64_t sleep_bytes_asleep;        /**< device bytes a wake would map now */
+  uint64_t sleep_bytes_offloaded;     /**< live bytes of sleeping pools kept in pinned memory */
+  uint64_t sleep_bytes_held;          /**< device bytes sleeping pools still hold (failed unmaps) */
+  uint64_t sleep_num_sleeps;          /**< sleeps that completed */
+  uint64_t sleep_num_pressure_sleeps; /**< of them, decided by the allocator under pressure */
+  uint64_t sleep_num_wakes;           /**< wakes that completed */
+  uint64_t sleep_num_failed_sleeps;   /**< sleeps that failed (the pool stayed awake) */
+  uint64_t sleep_num_failed_wakes;    /**< wakes that failed (the pool stayed asleep) */
+  uint64_t sleep_ns;                  /**< device time of every sleep */
+  uint64_t wake_ns;                   /**< device time of every wake */
+  uint64_t sleep_bytes_slept;         /**< cumulative device bytes unmapped by sleeps */
+  uint64_t sleep_bytes_woken;         /**< cumulative device bytes mapped by wakes */
+  uint64_t sleep_bytes_copied_out;    /**< cumulative bytes copied to the host by sleeps */
+  uint64_t sleep_bytes_copied_in;     /**< cumulative bytes copied back by wakes */
 } cachalot_stats;
 
 /** Zeroes `*s` and sets its `size` (a header-only helper, not a library symbol). */
@@ -187,7 +208,12 @@ CACHALOT_API cachalot_status cachalot_memory_summary(cachalot_allocator* a, char
  *   "requested": 500, "state": "allocated"}, ...]}, ...]}
  *  Addresses and streams are unsigned integers; segments are sorted by address and their
  *  blocks cover them in address order; a block's state is "allocated", "pending" (freed,
- *  awaiting events on other streams) or "free" (cached); "requested" is 0 for free blocks.
+ *  awaiting events on other streams), "free" (cached) or "unmapped" (a hole of an expandable
+ *  segment); "requested" is 0 for free blocks. Each segment also has "memory_pool" (the id of
+ *  its pool) and "asleep" (true while its pool sleeps: its allocated blocks have no memory
+ *  behind them, "size" is what it still holds). After "segments", "sleeping_pools" lists the
+ *  pools asleep: [{"pool": 3, "mode": "offload" or "discard", "bytes_asleep": N,
+ *  "bytes_offloaded": N, "bytes_held": N}, ...] (cachalot_stats.sleep_*).
  *  After "segments", "device_calls" gives the device calls of the allocator's backend:
  *  {"timing": "modeled", "total_ns": N, "calls": N, "syncs": N, "implied_syncs": N,
  *   "implied_sync_ns": N, "by_kind": {"segment_alloc": {"calls": N, "ns": N}, ...}} (the
@@ -270,19 +296,47 @@ typedef int (*cachalot_stream_filter)(void* context, void* stream);
  *  (advisory). May be called from any thread, concurrently, with no allocator lock held. */
 typedef size_t (*cachalot_reclaim_fn)(void* context, cachalot_pool_id pool, size_t bytes);
 
+/** What a sleep keeps of a pool's live blocks (cachalot_pool_sleep). */
+typedef enum {
+  CACHALOT_SLEEP_OFFLOAD = 0, /**< copied to pinned host memory, copied back by the wake */
+  CACHALOT_SLEEP_DISCARD = 1  /**< not kept: unspecified bytes after the wake */
+} cachalot_sleep_mode;
+
+/** cachalot_sleep_fn's `notice`: the allocator is about to put the pool to sleep (a
+ *  higher-priority pool needs `bytes`). Stop queuing work on the pool's memory and return
+ *  nonzero; 0 keeps the pool awake. */
+#define CACHALOT_SLEEP_REQUESTED 0
+/** cachalot_sleep_fn's `notice`: the pool is asleep (`bytes`: the device memory it gave back);
+ *  wake it (cachalot_pool_wake) once the pressure has passed. The return value is ignored. */
+#define CACHALOT_SLEEP_ASLEEP 1
+/** cachalot_sleep_fn's `notice`: the sleep CACHALOT_SLEEP_REQUESTED announced did not happen
+ *  (the pool stays awake): resume. The return value is ignored. */
+#define CACHALOT_SLEEP_CANCELLED 2
+
+/** Sleep callback of a sleepable pool (see CACHALOT_SLEEP_REQUESTED, CACHALOT_SLEEP_ASLEEP).
+ *  Called from the thread whose allocation is under pressure, with no allocator lock held; it
+ *  must not allocate from, sleep or wake `pool` itself. */
+typedef int (*cachalot_sleep_fn)(void* context, cachalot_pool_id pool, int notice, size_t bytes);
+
 /** Options of cachalot_pool_create. Zero-initialize, set `size` to sizeof(cachalot_pool_options)
  *  (later versions append fields; fields beyond `size` take their defaults). */
 typedef struct cachalot_pool_options {
-  size_t size;                 /**< sizeof(cachalot_pool_options) */
-  const char* name;            /**< name in messages and summaries (NULL: "pool <id>") */
-  cachalot_pool_type type;     /**< tenant or graph pool */
-  size_t limit;                /**< most bytes the pool may reserve; 0: no limit */
-  size_t guarantee;            /**< bytes no other pool may take */
-  int priority;                /**< higher is more important; the default pool has 0 */
-  cachalot_reclaim_fn reclaim; /**< optional reclaim callback */
-  void* reclaim_context;       /**< passed to `reclaim` */
-  int never_captured;          /**< graph pools: nonzero if the pool is never captured
-                                    (then its routes announce no capture; see pool.hpp) */
+  size_t size;                    /**< sizeof(cachalot_pool_options) */
+  const char* name;               /**< name in messages and summaries (NULL: "pool <id>") */
+  cachalot_pool_type type;        /**< tenant or graph pool */
+  size_t limit;                   /**< most bytes the pool may reserve; 0: no limit */
+  size_t guarantee;               /**< bytes no other pool may take */
+  int priority;                   /**< higher is more important; the default pool has 0 */
+  cachalot_reclaim_fn reclaim;    /**< optional reclaim callback */
+  void* reclaim_context;          /**< passed to `reclaim` */
+  int never_captured;             /**< graph pools: nonzero if the pool is never captured
+                                       (then its routes announce no capture; see pool.hpp) */
+  int sleepable;                  /**< tenant pools on expandable segments: nonzero lets the
+                                       allocator put the pool to sleep when a higher-priority pool
+                                       would run out of memory (see pool.hpp) */
+  cachalot_sleep_mode sleep_mode; /**< the mode of those sleeps */
+  cachalot_sleep_fn on_sleep;     /**< optional: asked before such a sleep, told after */
+  void* sleep_context;            /**< passed to `on_sleep` */
 } cachalot_pool_options;
 
 /** Creates a pool with one reference; `*out` receives its id. */
@@ -312,8 +366,29 @@ CACHALOT_API cachalot_status cachalot_pool_malloc(cachalot_allocator* a, cachalo
 /** The pool a live allocation came from. */
 CACHALOT_API cachalot_status cachalot_pool_of(cachalot_allocator* a, const void* ptr,
                                               cachalot_pool_id* out);
+/** Puts tenant pool `pool` (on expandable segments) to sleep: waits for the work queued on its
+ *  memory (events, no device-wide synchronization), with CACHALOT_SLEEP_OFFLOAD copies its live
+ *  bytes to pinned host memory, and gives all its device memory back; its blocks stay
+ *  allocated at the same addresses. While it sleeps, cachalot_pool_malloc (or a routed
+ *  cachalot_malloc) and cachalot_record_stream on its blocks fail with
+ *  CACHALOT_ERROR_POOL_ASLEEP; cachalot_free of its blocks is allowed. `*slept` (if not NULL) is
+ *  1 if this call put it to sleep, 0 if it was asleep already. The default pool, graph pools and
+ *  pools on fixed segments are refused (CACHALOT_ERROR_INVALID_ARGUMENT or _NOT_SUPPORTED, with
+ *  the reason). A failure leaves the pool awake, except a failed unmap, after which it is asleep
+ *  and the message says how much memory it still holds. */
+CACHALOT_API cachalot_status cachalot_pool_sleep(cachalot_allocator* a, cachalot_pool_id pool,
+                                                 cachalot_sleep_mode mode, int* slept);
+/** Wakes a sleeping pool: maps new device memory at the same addresses (releasing other pools'
+ *  cached memory under pressure, as a growth would) and copies the offloaded bytes back.
+ *  `*woke` (if not NULL) is 1 if this call woke it, 0 if it was awake. Out of memory gives
+ *  CACHALOT_ERROR_OUT_OF_MEMORY naming the pool; any failure leaves the pool asleep. */
+CACHALOT_API cachalot_status cachalot_pool_wake(cachalot_allocator* a, cachalot_pool_id pool,
+                                                int* woke);
+/** `*asleep` = 1 if `pool` is asleep (or going to sleep, or waking), else 0. */
+CACHALOT_API cachalot_status cachalot_pool_is_asleep(cachalot_allocator* a, cachalot_pool_id pool,
+                                                     int* asleep);
 /** Copies the counters of one pool into `*out` (byte and count stats of its segments, its own
- *  peaks; flushes and syncs are the allocator's). */
+ *  peaks, its sleep figures; flushes and syncs are the allocator's). */
 CACHALOT_API cachalot_status cachalot_pool_get_stats(cachalot_allocator* a, cachalot_pool_id pool,
                                                      cachalot_stats* out);
 

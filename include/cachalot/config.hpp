@@ -11,9 +11,10 @@
 // small_size, ...) also take bare byte counts. Booleans: 0/1, true/false, on/off, yes/no.
 // PyTorch's keys max_split_size_mb (MiB), garbage_collection_threshold, expandable_segments and
 // roundup_power2_divisions are accepted with PyTorch's meaning. Durations (the cost_* keys of
-// the device cost model) need a unit: ns, us, ms or s ("1.5us"); only a bare 0 has none. An unknown key (with a "did you
-// mean"), a missing value, a bad unit, a negative or overflowing number, a key given twice and a
-// broken relation between keys are each an invalid_argument naming the key and the value.
+// the device cost model) need a unit: ns, us, ms or s ("1.5us"); only a bare 0 has none. An unknown
+// key (with a "did you mean"), a missing value, a bad unit, a negative or overflowing number, a key
+// given twice and a broken relation between keys are each an invalid_argument naming the key and
+// the value.
 #pragma once
 
 #include <array>

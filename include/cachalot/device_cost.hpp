@@ -8,8 +8,9 @@
 //
 // Invariants: the model changes time only, never which bytes a device hands out; a latency is
 // fixed + per_gib x bytes / GiB nanoseconds (integer arithmetic, rounded down, saturating); a
-// segment free implies a device-wide synchronization (cudaFree and cuMemFree synchronize), which
-// the model charges as one device_sync on top of the free and counts as an implied sync.
+// segment free implies a device-wide synchronization (cudaFree and cuMemFree synchronize), and so,
+// conservatively, does a pinned host free (docs/usage.md, cost_host_free); the model charges it
+// as one device_sync on top of the free and counts it as an implied sync.
 //
 // Config keys (docs/usage.md, "Device cost model"): `cost_model:on|off` and one key per call
 // kind, `cost_<name>` (device_call_name), whose value is a duration ("1.5us") or, for the sized
@@ -42,10 +43,12 @@ enum class device_call : std::uint8_t {
   stream_sync,    ///< cuStreamSynchronize (nothing queued)
   device_sync,    ///< cuCtxSynchronize (nothing queued)
   copy,           ///< a pinned host <-> device copy (sized; for offloading memory)
+  host_alloc,     ///< cuMemHostAlloc, pinned host memory (sized; for offloading memory)
+  host_free,      ///< cuMemFreeHost (sized; implies a device synchronization)
 };
 
 /// Number of device_call values.
-inline constexpr std::size_t device_call_count = 16;
+inline constexpr std::size_t device_call_count = 18;
 
 /// The call's name, its config key without the "cost_" prefix ("segment_alloc").
 const char* device_call_name(device_call c) noexcept;
@@ -55,6 +58,8 @@ std::string device_call_key(device_call c);
 bool device_call_sized(device_call c) noexcept;
 /// True for the synchronizations (event_sync, stream_sync, device_sync).
 bool device_call_is_sync(device_call c) noexcept;
+/// True for the calls that imply a device-wide synchronization (segment_free, host_free).
+bool device_call_implies_sync(device_call c) noexcept;
 
 /// The latency of one call of a kind: fixed_ns + per_gib_ns x bytes / GiB nanoseconds.
 struct call_latency {
@@ -132,7 +137,7 @@ struct device_call_stats {
   device_timing timing = device_timing::none;            ///< where the time comes from
   std::array<std::uint64_t, device_call_count> calls{};  ///< calls made, by device_call
   std::array<std::uint64_t, device_call_count> ns{};     ///< their time in ns, by device_call
-  /// Device-wide synchronizations implied by segment frees (one per free).
+  /// Device-wide synchronizations implied by segment frees and pinned host frees (one per free).
   std::uint64_t implied_syncs = 0;
   /// Their time: cost_device_sync each when modeled; 0 when measured (a measured cuMemFree's
   /// wall time already includes the synchronization it waits for).

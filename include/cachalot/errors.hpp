@@ -18,6 +18,7 @@ enum class status : int {
   invalid_pointer = 3,
   backend = 4,
   not_supported = 5,
+  pool_asleep = 6,
 };
 
 /// Short, static name of a status ("out of memory", ...).
@@ -94,6 +95,20 @@ class backend_error : public error {
  public:
   explicit backend_error(const std::string& what, const char* file = "", int line = 0)
       : error(status::backend, what, file, line) {}
+};
+
+/// The memory pool is asleep (allocator::sleep), or going to sleep or waking: allocating from it
+/// or recording a stream on its blocks is refused, and nothing changed.
+class pool_asleep : public error {
+ public:
+  /// @param pool  the pool's id
+  pool_asleep(std::uint64_t pool, const std::string& what, const char* file = "", int line = 0)
+      : error(status::pool_asleep, what, file, line), pool_(pool) {}
+  /// The pool that is asleep.
+  std::uint64_t pool() const noexcept { return pool_; }
+
+ private:
+  std::uint64_t pool_;
 };
 
 /// The operation is not available on this backend or in this build.

@@ -4,9 +4,11 @@
 // reaches the wrapped backend, so nothing changes on the device: a failed allocate_segment
 // allocates nothing, a failed free_segment leaves the segment allocated, a failed map_chunk
 // maps nothing, a failed unmap_chunk or release_address_range leaves the chunk mapped or the
-// range reserved. Failures follow the backend contract: the calls that can run out
-// (allocate_segment, reserve_address_range, map_chunk) report it (nullptr, nullptr, false) or,
-// in fault_mode::error, throw backend_error; every other operation throws backend_error.
+// range reserved, a failed free_host leaves the host memory allocated, a failed copy copies
+// nothing. Failures follow the backend contract: the calls that can run out (allocate_segment,
+// reserve_address_range, map_chunk, allocate_host) report it (nullptr, nullptr, false,
+// nullptr) or, in fault_mode::error, throw backend_error; every other operation throws
+// backend_error.
 // Thread-safe: one mutex guards the plan and the counters; it is never held across a call
 // into the wrapped backend.
 #pragma once
@@ -35,9 +37,12 @@ enum class fault_op : std::uint8_t {
   release_address_range,  ///< throws backend_error; the range stays reserved
   map_chunk,              ///< returns false (out of memory), or throws in error mode
   unmap_chunk,            ///< throws backend_error; the chunk stays mapped
+  allocate_host,          ///< returns nullptr (out of pinned host memory), or throws in error mode
+  free_host,              ///< throws backend_error; the memory stays allocated
+  copy,                   ///< copy_to_host and copy_to_device; throw backend_error
 };
 /// Number of fault_op values.
-inline constexpr std::size_t fault_op_count = 11;
+inline constexpr std::size_t fault_op_count = 14;
 
 /// Short, static name of an operation ("allocate_segment", ...).
 const char* fault_op_name(fault_op op) noexcept;
@@ -60,8 +65,8 @@ class faulty_backend final : public device_backend {
   void fail_always(fault_op op, bool on);
   /// Chooses how allocate_segment fails (out_of_memory by default).
   void set_allocate_mode(fault_mode mode);
-  /// Chooses how `op` fails: allocate_segment, reserve_address_range or map_chunk
-  /// (out_of_memory by default); the other operations always throw.
+  /// Chooses how `op` fails: allocate_segment, reserve_address_range, map_chunk or
+  /// allocate_host (out_of_memory by default); the other operations always throw.
   /// @throws invalid_argument for another operation
   void set_mode(fault_op op, fault_mode mode);
   /// Cancels every planned fault.
@@ -96,6 +101,11 @@ class faulty_backend final : public device_backend {
   void release_address_range(void* base, std::size_t bytes) override;
   bool map_chunk(void* addr, std::size_t bytes) override;
   void unmap_chunk(void* addr, std::size_t bytes) override;
+  bool supports_host_copies() const override;
+  void* allocate_host(std::size_t bytes) override;
+  void free_host(void* ptr, std::size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, stream_t stream) override;
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, stream_t stream) override;
 
  private:
   struct plan {

@@ -13,6 +13,18 @@
 //    guarantee.
 // The default pool (id default_pool) is what an allocator without pools has: priority 0, no
 // limit, no guarantee.
+//
+// Sleep and wake (allocator::sleep, allocator::wake): a tenant pool on expandable segments can
+// give all its device memory back while its blocks stay allocated. Sleep waits for the work
+// queued on the pool's memory (events on its streams, never a device-wide synchronization),
+// copies the bytes of its live blocks to pinned host memory (sleep_mode::offload; discard
+// keeps nothing), unmaps every chunk and keeps the address ranges, so every pointer into the
+// pool stays valid, CUDA graphs captured on them included. Wake maps new memory at the same
+// addresses and copies the offloaded bytes back. While a pool sleeps, allocating from it or
+// recording a stream on its blocks is a pool_asleep error; freeing its blocks is allowed (no
+// device call: the memory is simply not mapped again). A pool created `sleepable` is also put
+// to sleep by the allocator when a higher-priority pool would otherwise run out of memory,
+// after every cache and reclaim callback; its owner wakes it.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +59,34 @@ using stream_filter = std::function<bool(stream_t stream)>;
 /// (another allocator's run as usual), and fails, if it must, with out_of_memory.
 using reclaim_callback = std::function<std::size_t(pool_id pool, std::size_t bytes)>;
 
+/// What sleep keeps of a pool's live blocks.
+enum class sleep_mode : std::uint8_t {
+  /// Copied to pinned host memory and copied back by wake: the contents survive.
+  offload = 0,
+  /// Not kept: after wake the blocks hold unspecified bytes (caches, activations).
+  discard = 1,
+};
+
+/// What a sleep callback is told (pool_options::on_sleep).
+enum class sleep_notice : std::uint8_t {
+  /// The allocator is about to put the pool to sleep because a higher-priority pool would run
+  /// out of memory (`bytes`: what that request needs). Stop queuing work that uses the pool's
+  /// memory, then return true; false keeps the pool awake.
+  requested = 0,
+  /// The pool is asleep now (`bytes`: device memory it gave back); its owner wakes it once the
+  /// pressure has passed. The return value is ignored.
+  asleep = 1,
+  /// The sleep that `requested` announced did not happen (the pool stays awake): resume. The
+  /// return value is ignored.
+  cancelled = 2,
+};
+
+/// Tells the owner of a sleepable pool that the allocator wants to put it to sleep, and that
+/// it did. Called from the thread whose allocation is under pressure, with no allocator lock
+/// held; it must not allocate from, sleep or wake `pool` itself (an allocation it makes that
+/// meets pressure puts no pool to sleep and calls no reclaim callback).
+using sleep_callback = std::function<bool(pool_id pool, sleep_notice notice, std::size_t bytes)>;
+
 /// How a pool is created (allocator::create_pool).
 struct pool_options {
   std::string name;                    ///< name in messages and summaries ("" gives "pool <id>")
@@ -67,6 +107,14 @@ struct pool_options {
   /// queries and segment frees wait until the route ends). False for a private pool that is
   /// never captured (PyTorch's MemPool outside graphs).
   bool declares_capture = true;
+  /// Tenant pools on expandable segments only: under memory pressure from a higher-priority
+  /// pool, after the cached memory of every pool and the reclaim callbacks, the allocator puts
+  /// this pool to sleep (in `sleep_mode`), asking `on_sleep` first; its owner wakes it.
+  bool sleepable = false;
+  /// The mode of the sleeps the allocator decides (sleepable pools).
+  cachalot::sleep_mode sleep_mode = cachalot::sleep_mode::offload;
+  /// Optional, sleepable pools: asked before the allocator puts the pool to sleep, told after.
+  sleep_callback on_sleep;
 };
 
 /// A pool as allocator::pools() reports it.
@@ -81,6 +129,9 @@ struct pool_info {
   bool released = false;               ///< references reached 0
   std::size_t routes = 0;              ///< active begin_allocate_to_pool routes
   std::size_t reserved_bytes = 0;      ///< bytes in the pool's segments now
+  bool sleepable = false;              ///< created sleepable
+  /// Asleep, or going to sleep or waking: allocations from the pool are refused.
+  bool asleep = false;
 };
 
 }  // namespace cachalot

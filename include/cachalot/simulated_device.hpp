@@ -15,6 +15,13 @@
 //    host refuses it). Without host backing, a reservation the host refuses (huge capacities,
 //    or TSan, whose application address space is about 1 TiB) falls back to synthetic
 //    addresses with nothing behind them; with host backing it is an error.
+//  - Pinned host memory and copies (sleep and wake of memory pools): allocate_host hands out
+//    real host memory with host_backing (else synthetic addresses with nothing behind them, so
+//    that a replay can offload a big model), up to host_capacity; copy_to_host and
+//    copy_to_device check both spans (the device side mapped chunks or a live segment, the host
+//    side one allocation), copy the bytes at once with host_backing (a held stream's queued work
+//    is not waited for: the engine synchronizes before it copies) and are priced by cost_copy.
+//    A copy on a capturing stream is refused (it would be captured, not run).
 //  - Any non-null pointer is a stream handle; nullptr is the default stream.
 //  - Events complete at once, unless the stream they are recorded on is held: work "still
 //    running" there. release_stream() completes it. synchronize_event() on a held stream waits
@@ -23,7 +30,8 @@
 //  - A device clock (cachalot/device_cost.hpp): each call is priced by sim_options::cost and
 //    the prices add up to the modeled device time (call_stats(), sim_counters::device_ns).
 //    map_chunk is priced as cuMemCreate + cuMemMap + cuMemSetAccess, unmap_chunk as cuMemUnmap
-//    + cuMemRelease, a segment free with the device synchronization it implies; a call that
+//    + cuMemRelease, a segment free (and a pinned host free) with the device synchronization it
+//    implies; a call that
 //    fails (out of memory, injected) is priced too (only its first driver call for a failed
 //    map or unmap), a call refused for misuse or during a capture is not. Time only: the model
 //    never changes which addresses or bytes the device hands out.
@@ -55,9 +63,12 @@ enum class sim_op : std::uint8_t {
   release_address_range,  ///< fails by throwing backend_error (the range stays reserved)
   map_chunk,              ///< fails by returning false (out of memory); nothing is mapped
   unmap_chunk,            ///< fails by throwing backend_error (the chunk stays mapped)
+  allocate_host,          ///< fails by returning nullptr (out of pinned host memory)
+  free_host,              ///< fails by throwing backend_error (the memory stays allocated)
+  copy,                   ///< copy_to_host / copy_to_device; throws backend_error, copies nothing
 };
 /// Number of sim_op values.
-inline constexpr std::size_t sim_op_count = 10;
+inline constexpr std::size_t sim_op_count = 13;
 
 /// Calls made to a simulated device.
 struct sim_counters {
@@ -88,9 +99,17 @@ struct sim_counters {
   /// The device clock: modeled ns of every call so far (sim_options::cost), the implied
   /// synchronizations of segment frees included; 0 with the cost model off.
   std::uint64_t device_ns = 0;
-  /// Device-wide synchronizations implied by segment frees (one per successful free or failed
-  /// free that reached the device).
+  /// Device-wide synchronizations implied by segment frees and pinned host frees (one per
+  /// successful free or failed free that reached the device).
   std::uint64_t implied_syncs = 0;
+  std::uint64_t host_allocs = 0;         ///< successful allocate_host calls
+  std::uint64_t host_frees = 0;          ///< successful free_host calls
+  std::uint64_t failed_host_allocs = 0;  ///< allocate_host calls that returned nullptr
+  std::uint64_t live_host_allocs = 0;    ///< pinned host allocations not yet freed
+  std::size_t host_bytes = 0;            ///< bytes of pinned host memory allocated now
+  std::uint64_t copies_to_host = 0;      ///< successful copy_to_host calls
+  std::uint64_t copies_to_device = 0;    ///< successful copy_to_device calls
+  std::size_t copied_bytes = 0;          ///< bytes copied either way
 };
 
 /// Options of a simulated device.
@@ -110,6 +129,8 @@ struct sim_options {
   std::size_t vm_address_space = 0;
   /// The cost model that prices every call (config keys cost_model, cost_*); on by default.
   device_cost_model cost{};
+  /// Pinned host memory allocate_host may hand out, all allocations together (0: no limit).
+  std::size_t host_capacity = 0;
 };
 
 /// The simulated device backend. See the file comment.
@@ -140,6 +161,11 @@ class simulated_device final : public device_backend {
   void release_address_range(void* base, std::size_t bytes) override;
   bool map_chunk(void* addr, std::size_t bytes) override;
   void unmap_chunk(void* addr, std::size_t bytes) override;
+  bool supports_host_copies() const override;
+  void* allocate_host(std::size_t bytes) override;
+  void free_host(void* ptr, std::size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, stream_t stream) override;
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, stream_t stream) override;
 
   /// Marks `stream` busy: events recorded on it from now on stay incomplete until released.
   void hold_stream(stream_t stream);

@@ -1,5 +1,6 @@
 // Statistics and snapshots. A memory_stats is an exact, consistent picture taken under the
-// allocator's locks: allocated <= reserved, active = allocated + blocks awaiting events, and
+// allocator's locks: allocated <= reserved (+ sleep.bytes_asleep while
+// pools sleep), active = allocated + blocks awaiting events, and
 // the byte totals equal the sums over the snapshot's blocks. Segments are fixed (one device
 // allocation) or expandable (an address range whose chunks are mapped on demand): reserved
 // bytes are the bytes of fixed segments plus the mapped bytes of expandable ones. The names
@@ -42,6 +43,34 @@ struct pool_stats {
   stat& large_pool() noexcept { return large; }
   /// `large` under PyTorch's name.
   const stat& large_pool() const noexcept { return large; }
+};
+
+/// The sleep and wake of memory pools (allocator::sleep, allocator::wake; cachalot/pool.hpp).
+/// For the allocator, the sums over its pools; for one pool (allocator::stats(pool)), its own.
+/// Times are device time, modeled or measured as `memory_stats::device` says: the calls the
+/// sleeps and wakes made themselves (synchronizations, copies at the cost model's host-device
+/// bandwidth, pinned host allocations, unmaps and maps), not other threads' calls meanwhile.
+struct sleep_stats {
+  std::uint64_t pools_asleep = 0;  ///< pools asleep now (one pool's stats: 0 or 1)
+  /// Device bytes a wake would map now: the chunks that hold live blocks of sleeping pools
+  /// (blocks freed while asleep no longer count).
+  std::uint64_t bytes_asleep = 0;
+  /// Bytes of sleeping pools' live blocks kept in pinned host memory now (sleep_mode::offload).
+  std::uint64_t bytes_offloaded = 0;
+  /// Device bytes sleeping pools still hold: chunks whose unmap failed (counted in
+  /// reserved_bytes too; a wake uses them, and they go back at teardown). Normally 0.
+  std::uint64_t bytes_held = 0;
+  std::uint64_t num_sleeps = 0;           ///< sleeps that completed (the pool fell asleep)
+  std::uint64_t num_pressure_sleeps = 0;  ///< of them, sleeps the allocator decided (pressure)
+  std::uint64_t num_wakes = 0;            ///< wakes that completed
+  std::uint64_t num_failed_sleeps = 0;    ///< sleeps that failed (the pool stayed awake)
+  std::uint64_t num_failed_wakes = 0;     ///< wakes that failed (the pool stayed asleep)
+  std::uint64_t sleep_ns = 0;             ///< device time of every sleep, failed ones included
+  std::uint64_t wake_ns = 0;              ///< device time of every wake, failed ones included
+  std::uint64_t bytes_slept = 0;          ///< cumulative: device bytes unmapped by sleeps
+  std::uint64_t bytes_woken = 0;          ///< cumulative: device bytes mapped by wakes
+  std::uint64_t bytes_copied_out = 0;     ///< cumulative: bytes copied to the host by sleeps
+  std::uint64_t bytes_copied_in = 0;      ///< cumulative: bytes copied back by wakes
 };
 
 /// Everything an allocator counts.
@@ -91,6 +120,10 @@ struct memory_stats {
   /// segment they freed implies one, each stream synchronized before an unmap is one. None of
   /// an out-of-memory retry, empty_cache or trim is counted here.
   std::uint64_t num_gc_syncs = 0;
+  /// The sleep and wake of memory pools. While a pool sleeps its blocks stay allocated with no
+  /// memory mapped behind them, so allocated_bytes may exceed reserved_bytes by up to
+  /// sleep.bytes_asleep.
+  sleep_stats sleep;
 
   /// `allocations` under PyTorch's name (the "allocation." keys of torch.cuda.memory_stats()).
   pool_stats& allocation() noexcept { return allocations; }
@@ -143,11 +176,24 @@ struct segment_info {
   bool expandable = false;     ///< an expandable segment (address range, chunks mapped on demand)
   std::size_t range_size = 0;  ///< bytes of address space: `size` for a fixed segment
   pool_id memory_pool = default_pool;  ///< the memory pool (cachalot/pool.hpp) that owns it
+  /// Its pool is asleep: its allocated blocks have no memory mapped behind them (`size` is the
+  /// bytes still held, normally 0) and everything else is unmapped.
+  bool asleep = false;
+};
+
+/// A memory pool asleep at the time of a snapshot.
+struct sleeping_pool_info {
+  pool_id pool = default_pool;   ///< the pool
+  bool offloaded = false;        ///< asleep with its live bytes on the host (sleep_mode::offload)
+  std::size_t bytes_asleep = 0;  ///< device bytes a wake would map (sleep_stats::bytes_asleep)
+  std::size_t bytes_offloaded = 0;  ///< bytes kept in pinned host memory
+  std::size_t bytes_held = 0;       ///< device bytes still mapped (failed unmaps)
 };
 
 /// Every segment and block of an allocator at one instant.
 struct memory_snapshot {
-  std::vector<segment_info> segments;  ///< segments sorted by address
+  std::vector<segment_info> segments;              ///< segments sorted by address
+  std::vector<sleeping_pool_info> sleeping_pools;  ///< pools asleep, by id
 };
 
 }  // namespace cachalot

@@ -19,12 +19,12 @@ cause, never silently on a simulated device (CACHALOT_CONF=backend:simulated ask
 """
 from . import _lib, _snapshot, _stats
 from ._lib import (BackendError, CachalotError, InvalidArgumentError, InvalidPointerError,
-                   NotSupportedError, OutOfMemoryError)
+                   NotSupportedError, OutOfMemoryError, PoolAsleepError)
 
 __all__ = [
     "Allocator", "BackendError", "CachalotError", "InvalidArgumentError", "InvalidPointerError",
-    "NotSupportedError", "OutOfMemoryError", "configure", "dump_snapshot", "empty_cache",
-    "library_path", "memory_snapshot", "memory_stats", "memory_summary", "raw_stats",
+    "NotSupportedError", "OutOfMemoryError", "PoolAsleepError", "configure", "dump_snapshot",
+    "empty_cache", "library_path", "memory_snapshot", "memory_stats", "memory_summary", "raw_stats",
     "reset_peak_memory_stats", "set_memory_fraction", "snapshot",
 ]
 
@@ -139,6 +139,7 @@ class Allocator:
         _lib.check(self._lib.cachalot_create(config.encode(), _lib.ctypes.byref(handle)),
                    "cachalot.Allocator")
         self._handle = handle
+        self._callbacks = []
 
     def _h(self):
         if self._handle is None:
@@ -201,6 +202,84 @@ class Allocator:
         """Writes snapshot() as the pickle that pytorch.org/memory_viz opens."""
         _snapshot.dump(self.snapshot(), path)
 
+    # --- memory pools and their sleep (cachalot/pool.hpp) ---------------------------------
+
+    def create_pool(self, name="", priority=0, limit=0, guarantee=0, sleepable=False,
+                    sleep_mode="offload", on_sleep=None):
+        """Creates a tenant pool; returns its id. `sleepable` (expandable segments only) lets
+        the allocator put it to sleep in `sleep_mode` when a higher-priority pool would run out
+        of memory; `on_sleep(pool, notice, nbytes)` is then asked first (notice "requested":
+        return True to allow it) and told after ("asleep", or "cancelled")."""
+        o = _lib.PoolOptions()
+        o.size = _lib.ctypes.sizeof(o)
+        o.name = name.encode()
+        o.type = _lib.POOL_TENANT
+        o.limit, o.guarantee, o.priority = limit, guarantee, priority
+        o.sleepable = 1 if sleepable else 0
+        o.sleep_mode = _mode(sleep_mode)
+        if on_sleep is not None:
+            names = {_lib.SLEEP_REQUESTED: "requested", _lib.SLEEP_ASLEEP: "asleep",
+                     _lib.SLEEP_CANCELLED: "cancelled"}
+
+            def trampoline(_ctx, pool, notice, nbytes):
+                try:
+                    return 1 if on_sleep(pool, names.get(notice, notice), nbytes) else 0
+                except Exception:  # never across the C boundary: refuse the sleep
+                    return 0
+
+            o.on_sleep = _lib.SLEEP_FN(trampoline)
+            self._callbacks.append(o.on_sleep)  # kept alive as long as the allocator
+        out = _lib.ctypes.c_uint64()
+        _lib.check(self._lib.cachalot_pool_create(self._h(), _lib.ctypes.byref(o),
+                                                  _lib.ctypes.byref(out)), "create_pool")
+        return out.value
+
+    def release_pool(self, pool):
+        """Drops the pool's reference (its memory goes back once its blocks are freed)."""
+        _lib.check(self._lib.cachalot_pool_release(self._h(), pool))
+
+    def pool_malloc(self, pool, size, stream=0):
+        """Allocates `size` bytes from `pool` for work on `stream`; returns the address."""
+        out = _lib.ctypes.c_void_p()
+        _lib.check(self._lib.cachalot_pool_malloc(self._h(), pool, _lib.ctypes.byref(out), size,
+                                                  stream))
+        return out.value or 0
+
+    def sleep(self, pool, mode="offload"):
+        """Puts tenant pool `pool` (expandable segments) to sleep: waits for its streams,
+        keeps its live bytes on the host ("offload") or not ("discard"), and gives all its
+        device memory back; its blocks stay allocated at the same addresses. Returns False if
+        it was asleep already. Raises PoolAsleepError for allocations from it until wake()."""
+        did = _lib.ctypes.c_int()
+        _lib.check(self._lib.cachalot_pool_sleep(self._h(), pool, _mode(mode),
+                                                 _lib.ctypes.byref(did)))
+        return bool(did.value)
+
+    def wake(self, pool):
+        """Maps memory behind a sleeping pool's blocks again, at the same addresses, and copies
+        offloaded bytes back. Returns False if it was awake. OutOfMemoryError (naming the pool)
+        leaves it asleep."""
+        did = _lib.ctypes.c_int()
+        _lib.check(self._lib.cachalot_pool_wake(self._h(), pool, _lib.ctypes.byref(did)))
+        return bool(did.value)
+
+    def is_asleep(self, pool):
+        """True while `pool` is asleep (or going to sleep, or waking)."""
+        out = _lib.ctypes.c_int()
+        _lib.check(self._lib.cachalot_pool_is_asleep(self._h(), pool, _lib.ctypes.byref(out)))
+        return bool(out.value)
+
+    def asleep(self, pool, mode="offload"):
+        """A context manager: the pool sleeps inside the ``with`` block and is woken at its end
+        (also when the block raises). ``with alloc.asleep(batch): serve_critical()``."""
+        return _Asleep(self, pool, mode)
+
+    def pool_stats(self, pool):
+        """The counters of one pool, in the layout of memory_stats()."""
+        s = _stats.new_stats()
+        _lib.check(self._lib.cachalot_pool_get_stats(self._h(), pool, _lib.ctypes.byref(s)))
+        return _stats.to_dict(s)
+
     def close(self):
         """Destroys the allocator (its memory goes back to the device). Idempotent."""
         if self._handle is not None:
@@ -218,3 +297,29 @@ class Allocator:
             self.close()
         except Exception:  # interpreter shutdown: the library may be gone
             pass
+
+
+def _mode(mode):
+    """A sleep mode by name ("offload", "discard") as its C value."""
+    modes = {"offload": _lib.SLEEP_OFFLOAD, "discard": _lib.SLEEP_DISCARD}
+    if mode not in modes:
+        raise InvalidArgumentError(_lib.INVALID_ARGUMENT,
+                                   f"unknown sleep mode {mode!r} ('offload' or 'discard')")
+    return modes[mode]
+
+
+class _Asleep:
+    """Allocator.asleep(): sleep on entry, wake on exit."""
+
+    def __init__(self, allocator, pool, mode):
+        self._a, self._pool, self._mode = allocator, pool, mode
+        self.slept = False
+
+    def __enter__(self):
+        self.slept = self._a.sleep(self._pool, self._mode)
+        return self
+
+    def __exit__(self, *exc):
+        if self.slept:
+            self._a.wake(self._pool)
+        return False

@@ -20,6 +20,7 @@ INVALID_ARGUMENT = 2
 INVALID_POINTER = 3
 BACKEND = 4
 NOT_SUPPORTED = 5
+POOL_ASLEEP = 6
 
 ALL_DEVICES = -1
 MAX_DEVICES = 64
@@ -53,12 +54,18 @@ class NotSupportedError(CachalotError):
     """Not available on this backend, in this build, or not implemented yet."""
 
 
+class PoolAsleepError(CachalotError):
+    """The memory pool is asleep (Allocator.sleep): allocating from it, or recording a stream
+    on its blocks, is refused until it is woken."""
+
+
 _ERRORS = {
     OUT_OF_MEMORY: OutOfMemoryError,
     INVALID_ARGUMENT: InvalidArgumentError,
     INVALID_POINTER: InvalidPointerError,
     BACKEND: BackendError,
     NOT_SUPPORTED: NotSupportedError,
+    POOL_ASLEEP: PoolAsleepError,
 }
 
 
@@ -92,9 +99,16 @@ COUNTERS = ("num_allocs", "num_frees", "num_segment_allocs", "num_segment_frees"
 # The kinds of device call (cachalot/device_cost.hpp), one cachalot_device_call call_<kind> each.
 DEVICE_CALLS = ("segment_alloc", "segment_free", "range_reserve", "range_release", "chunk_create",
                 "chunk_map", "chunk_access", "chunk_unmap", "chunk_release", "event_create",
-                "event_record", "event_query", "event_sync", "stream_sync", "device_sync", "copy")
+                "event_record", "event_query", "event_sync", "stream_sync", "device_sync", "copy",
+                "host_alloc", "host_free")
 # Counters after the device calls (appended later).
 TRAILING = ("num_gc_syncs",)
+# The sleep and wake of memory pools (cachalot_pool_sleep), after the device calls.
+SLEEP_FIELDS = ("sleep_pools_asleep", "sleep_bytes_asleep", "sleep_bytes_offloaded",
+                "sleep_bytes_held", "sleep_num_sleeps", "sleep_num_pressure_sleeps",
+                "sleep_num_wakes", "sleep_num_failed_sleeps", "sleep_num_failed_wakes", "sleep_ns",
+                "wake_ns", "sleep_bytes_slept", "sleep_bytes_woken", "sleep_bytes_copied_out",
+                "sleep_bytes_copied_in")
 
 
 class Stats(ctypes.Structure):
@@ -103,12 +117,38 @@ class Stats(ctypes.Structure):
     _fields_ = ([("size", ctypes.c_uint64)] + [(q, PoolStats) for q in POOL_QUANTITIES] +
                 [(c, ctypes.c_uint64) for c in COUNTERS] +
                 [("call_" + k, DeviceCall) for k in DEVICE_CALLS] +
-                [(c, ctypes.c_uint64) for c in TRAILING])
+                [(c, ctypes.c_uint64) for c in TRAILING] +
+                [(f, ctypes.c_uint64) for f in SLEEP_FIELDS])
 
     def filled(self, field):
         """True if the library filled `field` (an older library fills a prefix only)."""
         f = getattr(Stats, field)
         return f.offset + f.size <= self.size
+
+
+# cachalot_reclaim_fn and cachalot_sleep_fn
+RECLAIM_FN = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t)
+SLEEP_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
+                            ctypes.c_size_t)
+
+POOL_TENANT = 0
+POOL_GRAPH = 1
+SLEEP_OFFLOAD = 0
+SLEEP_DISCARD = 1
+SLEEP_REQUESTED = 0
+SLEEP_ASLEEP = 1
+SLEEP_CANCELLED = 2
+
+
+class PoolOptions(ctypes.Structure):
+    """cachalot_pool_options."""
+
+    _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("type", ctypes.c_int),
+                ("limit", ctypes.c_size_t), ("guarantee", ctypes.c_size_t),
+                ("priority", ctypes.c_int), ("reclaim", RECLAIM_FN),
+                ("reclaim_context", ctypes.c_void_p), ("never_captured", ctypes.c_int),
+                ("sleepable", ctypes.c_int), ("sleep_mode", ctypes.c_int),
+                ("on_sleep", SLEEP_FN), ("sleep_context", ctypes.c_void_p)]
 
 
 _c_char_p = ctypes.c_char_p
@@ -133,6 +173,16 @@ _PROTOTYPES = {
                                           ctypes.POINTER(_c_size_t)]),
     "cachalot_memory_snapshot": (_status, [_c_void_p, _c_char_p, _c_size_t,
                                            ctypes.POINTER(_c_size_t)]),
+    "cachalot_pool_create": (_status, [_c_void_p, ctypes.POINTER(PoolOptions),
+                                       ctypes.POINTER(ctypes.c_uint64)]),
+    "cachalot_pool_release": (_status, [_c_void_p, ctypes.c_uint64]),
+    "cachalot_pool_malloc": (_status, [_c_void_p, ctypes.c_uint64, ctypes.POINTER(_c_void_p),
+                                       _c_size_t, _c_void_p]),
+    "cachalot_pool_sleep": (_status, [_c_void_p, ctypes.c_uint64, _c_int,
+                                      ctypes.POINTER(_c_int)]),
+    "cachalot_pool_wake": (_status, [_c_void_p, ctypes.c_uint64, ctypes.POINTER(_c_int)]),
+    "cachalot_pool_is_asleep": (_status, [_c_void_p, ctypes.c_uint64, ctypes.POINTER(_c_int)]),
+    "cachalot_pool_get_stats": (_status, [_c_void_p, ctypes.c_uint64, ctypes.POINTER(Stats)]),
     "cachalot_status_string": (_c_char_p, [_c_int]),
     "cachalot_last_error": (_c_char_p, []),
     "cachalot_default_configure": (_status, [_c_char_p]),

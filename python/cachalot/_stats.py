@@ -10,7 +10,8 @@ cachalot does not count with the same meaning are absent: ``active.*`` and
 ``inactive_split.*`` (block counts), ``oversize_allocations.*``, ``oversize_segments.*``,
 ``num_sync_all_streams``, ``num_oom_rejections``, ``reserved_bytes_by_private_pools``.
 cachalot's own counters are under ``cachalot.<name>`` (the fields of cachalot_stats); the device
-calls of each kind under ``cachalot.call_<kind>.calls`` and ``cachalot.call_<kind>.ns``.
+calls of each kind under ``cachalot.call_<kind>.calls`` and ``cachalot.call_<kind>.ns``; the
+sleep and wake of memory pools under ``cachalot.sleep_<name>`` (and ``cachalot.wake_ns``).
 """
 import collections
 
@@ -61,7 +62,7 @@ def to_dict(s):
             call = getattr(s, "call_" + kind)
             out[f"cachalot.call_{kind}.calls"] = call.calls
             out[f"cachalot.call_{kind}.ns"] = call.ns
-    for field in _lib.TRAILING:
+    for field in _lib.TRAILING + _lib.SLEEP_FIELDS:
         if s.filled(field):
             out[f"cachalot.{field}"] = getattr(s, field)
     return collections.OrderedDict(sorted(out.items()))

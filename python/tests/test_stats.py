@@ -18,7 +18,12 @@ COUNTERS = ("num_allocs", "num_frees", "num_segment_allocs", "num_segment_frees"
 DEVICE_CALLS = ("segment_alloc", "segment_free", "range_reserve", "range_release",
                 "chunk_create", "chunk_map", "chunk_access", "chunk_unmap", "chunk_release",
                 "event_create", "event_record", "event_query", "event_sync", "stream_sync",
-                "device_sync", "copy")
+                "device_sync", "copy", "host_alloc", "host_free")
+SLEEP = ("sleep_pools_asleep", "sleep_bytes_asleep", "sleep_bytes_offloaded", "sleep_bytes_held",
+         "sleep_num_sleeps", "sleep_num_pressure_sleeps", "sleep_num_wakes",
+         "sleep_num_failed_sleeps", "sleep_num_failed_wakes", "sleep_ns", "wake_ns",
+         "sleep_bytes_slept", "sleep_bytes_woken", "sleep_bytes_copied_out",
+         "sleep_bytes_copied_in")
 
 
 def expected_keys():
@@ -28,6 +33,7 @@ def expected_keys():
     keys |= {f"cachalot.{c}" for c in COUNTERS}
     keys |= {f"cachalot.call_{k}.{m}" for k in DEVICE_CALLS for m in ("calls", "ns")}
     keys |= {"cachalot.num_gc_syncs"}
+    keys |= {f"cachalot.{f}" for f in SLEEP}
     return keys
 
 

@@ -8,6 +8,18 @@
 //    lanes, in registry order, for the rare operations that need one consistent view of
 //    everything (a stats or snapshot read, draining every lane, resetting peaks); on release it
 //    rebalances the ceilings of every holder and rebuilds the ledger.
+//
+// Locks, in the order they are taken: the capture fence (detail/capture.hpp; shared around
+// device calls a capture may forbid, exclusive only with no engine lock held), release_mutex_
+// (serializes the deletion of segments), stats_mutex_, registry_mutex_ (shared; also guards
+// pools and routes), stream spinlocks and lanes, then leaves (pointer-map shards, the ledger's
+// and the pools' idle locks, idle_mutex_, events_mutex_, budget_mutex_). A thread holds one
+// stream lock (or lane) on the hot path; it waits for a second one only under stats_mutex_
+// (ceiling_lock, the peak ledger's pulls, all_streams_lock: detail/all_streams_lock.hpp).
+// A lane is taken after its stream's lock: a stream operation in a segment a lane owns takes
+// that lane; a hot path in a lane only tries others (a sibling, its stream) and, holding its
+// stream's lock so got, may take the lane owning an evicted block's segment. pending_mutex_
+// is never held with a stream lock.
 // Included by detail/engine.hpp after the engine class.
 #pragma once
 

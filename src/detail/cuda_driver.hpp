@@ -159,6 +159,14 @@ struct CUmemAccessDesc {
   X(MemGetAllocationGranularity, 10020,                                                           \
     (std::size_t * granularity, const CUmemAllocationProp* prop, int option))
 
+/// Pinned host memory and copies between it and device memory (sleep and wake of memory
+/// pools); optional.
+#define CACHALOT_CU_HOST_ENTRY_POINTS(X)                                                     \
+  X(MemHostAlloc, 2020, (void** ptr, std::size_t bytes, unsigned int flags))                 \
+  X(MemFreeHost, 2000, (void* ptr))                                                          \
+  X(MemcpyDtoHAsync, 3020, (void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)) \
+  X(MemcpyHtoDAsync, 3020, (CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream))
+
 /// Entry points with a single ABI, taken from the library with dlsym.
 using pfn_DriverGetVersion = CUresult (*)(int* version);
 using pfn_Init = CUresult (*)(unsigned int flags);
@@ -176,6 +184,7 @@ using pfn_GetProcAddress_v12000 = CUresult (*)(const char* symbol, void** pfn, i
   using pfn_##name = CUresult(*) params;  // NOLINT(bugprone-macro-parentheses)
 CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_CU_DECLARE_PFN)
 CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_CU_DECLARE_PFN)
+CACHALOT_CU_HOST_ENTRY_POINTS(CACHALOT_CU_DECLARE_PFN)
 #undef CACHALOT_CU_DECLARE_PFN
 
 /// The driver's entry points: a member per function, named as in cuda.h without "cu".
@@ -187,6 +196,7 @@ struct driver_api {
 #define CACHALOT_CU_MEMBER(name, version, params) pfn_##name name = nullptr;
   CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_CU_MEMBER)
   CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_CU_MEMBER)
+  CACHALOT_CU_HOST_ENTRY_POINTS(CACHALOT_CU_MEMBER)
 #undef CACHALOT_CU_MEMBER
 };
 
@@ -200,6 +210,8 @@ struct driver_load {
   int version = 0;         ///< cuDriverGetVersion (e.g. 12040), 0 when unknown
   std::string error;       ///< why the driver cannot be used ("" when it can)
   std::string vm_missing;  ///< why the virtual memory API is unavailable ("" when it is)
+  /// why pinned host memory and its copies are unavailable ("" when they are)
+  std::string host_missing;
   bool ok() const noexcept { return error.empty(); }
 };
 

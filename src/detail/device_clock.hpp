@@ -1,8 +1,10 @@
 // The device clock: the call counts and time of one backend (cachalot/device_cost.hpp), the small
 // interface through which a backend reports its calls. The simulated device charges each call it
 // serves at the cost model's price (modeled time); the CUDA backend records the measured wall time
-// of each driver call (a timed_call around it). Either way a segment free also counts the
-// device-wide synchronization it implies; modeled, that synchronization costs cost_device_sync.
+// of each driver call (a timed_call around it). Either way a segment free (or a pinned host free)
+// also counts the device-wide synchronization it implies; modeled, that synchronization costs
+// cost_device_sync. Each thread also sums what its own calls cost (thread_ns()), so that an
+// operation can price itself exactly while other threads use the device.
 // Invariants: counts and times only grow; stats() of a quiescent clock is exact, of a busy one
 // each field is exact as of some instant (fields are read one by one). Thread-safe: relaxed
 // atomics, no lock; never on a cache-hit path.
@@ -33,12 +35,13 @@ class device_clock {
   std::uint64_t charge(device_call c, std::size_t bytes = 0) noexcept {
     std::uint64_t ns = model_.cost_ns(c, bytes);
     add(c, ns);
-    if (c == device_call::segment_free) {
+    if (device_call_implies_sync(c)) {
       const std::uint64_t sync = model_.cost_ns(device_call::device_sync, 0);
       implied_syncs_.fetch_add(1, std::memory_order_relaxed);
       implied_sync_ns_.fetch_add(sync, std::memory_order_relaxed);
       ns += sync;
     }
+    t_thread_ns += ns;
     return ns;
   }
 
@@ -46,8 +49,14 @@ class device_clock {
   /// counts its implied synchronization, whose time is inside `ns`).
   void record(device_call c, std::uint64_t ns) noexcept {
     add(c, ns);
-    if (c == device_call::segment_free) implied_syncs_.fetch_add(1, std::memory_order_relaxed);
+    if (device_call_implies_sync(c)) implied_syncs_.fetch_add(1, std::memory_order_relaxed);
+    t_thread_ns += ns;
   }
+
+  /// The device time charged or recorded so far by the calling thread, on every clock of the
+  /// process: the difference across an operation that makes its device calls on one thread (a
+  /// pool's sleep or wake) is that operation's device time.
+  static std::uint64_t thread_ns() noexcept { return t_thread_ns; }
 
   /// The device time so far in ns (every call and implied synchronization).
   std::uint64_t now_ns() const noexcept { return stats().total_ns(); }
@@ -76,6 +85,8 @@ class device_clock {
     calls_[i].fetch_add(1, std::memory_order_relaxed);
     ns_[i].fetch_add(ns, std::memory_order_relaxed);
   }
+
+  static inline thread_local std::uint64_t t_thread_ns = 0;
 
   device_cost_model model_;
   bool measured_;

@@ -18,17 +18,7 @@
 // Checked mode (config debug:1, checked.cpp) and pass-through mode (caching:0) share one
 // out-of-line free path, so the default hot path pays one branch each way, as tracing does.
 //
-// Locks, in the order they are taken: the capture fence (detail/capture.hpp; shared around
-// device calls a capture may forbid, exclusive only with no engine lock held), release_mutex_
-// (serializes the deletion of segments), stats_mutex_, registry_mutex_ (shared; also guards
-// pools and routes), stream spinlocks and lanes, then leaves (pointer-map shards, the ledger's
-// and the pools' idle locks, idle_mutex_, events_mutex_, budget_mutex_). A thread holds one
-// stream lock (or lane) on the hot path; it waits for a second one only under stats_mutex_
-// (ceiling_lock, the peak ledger's pulls, all_streams_lock: detail/all_streams_lock.hpp).
-// A lane is taken after its stream's lock: a stream operation in a segment a lane owns takes
-// that lane; a hot path in a lane only tries others (a sibling, its stream) and, holding its
-// stream's lock so got, may take the lane owning an evicted block's segment. pending_mutex_
-// is never held with a stream lock.
+// Locks and the order they are taken in: detail/all_streams_lock.hpp.
 #pragma once
 
 #include <array>
@@ -62,6 +52,8 @@
 #include "detail/trace_writer.hpp"
 
 namespace cachalot::detail {
+
+class sleeper;
 
 /// The caching engine. Thread-safe.
 class engine {
@@ -132,6 +124,8 @@ class engine {
 
   const config& get_config() const noexcept { return cfg_; }
   device_backend& backend() const noexcept { return *backend_; }
+  /// Sleep and wake of tenant pools (detail/pool_sleep.hpp).
+  sleeper& sleep_control() const noexcept { return *sleep_; }
 
   /// See allocator::set_oom_callback (engine_knobs.cpp).
   void set_oom_callback(std::function<bool(std::size_t, stream_t)> callback, unsigned max_retries);
@@ -157,6 +151,9 @@ class engine {
 
   /// free_cached for a block taken out of the pointer map.
   void free_listed(block* b, stream_t stream, bool on_stream);
+  /// The free of claimed block `b` of an asleep segment (pool_sleep.cpp): no device call.
+  [[gnu::noinline]] void free_asleep(block* b, stream_t last_used);
+  friend class sleeper;
   // --- thread cache: inline in detail/engine_lanes.hpp, cold parts in thread_cache.cpp ---
   /// A block of lane `l` (of `ss`) for `rounded` bytes, or nullptr.
   block* tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std::size_t rounded,
@@ -355,10 +352,13 @@ class engine {
   block* grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, std::size_t seg_size, refusal why,
                              const char** reason);
-  /// Releases idle fixed segments (largest first in each pool) and free expandable spans
-  /// (`first`'s first) of the pools `from` in that order, until committed() <= target or `want`
-  /// bytes went (0: no bound), `above_guarantee`: leaving each pool its guarantee. Returns the
-  /// bytes released. Does not drain thread-cache lanes.
+  /// The reclaim order (pool_reclaim.cpp) for `p`, refused (`why`) `want` bytes: releases and
+  /// sleeps (`first`'s spans first), each followed by `attempt` until it returns true.
+  bool relieve(pool_record& p, std::size_t want, const refusal& why,
+               const std::function<bool()>& attempt, const char** reason,
+               stream_state* first = nullptr);
+  /// Releases idle segments and free spans of `from` (release.cpp: release_pass), until
+  /// committed() <= target or `want` bytes went (0: no bound). Lanes are not drained.
   std::size_t release_free_segments(const std::vector<pool_record*>& from, bool above_guarantee,
                                     std::size_t target, std::size_t want, stream_state* first);
   std::vector<pool_record*> pools_where(bool (*pick)(const pool_record&, const pool_record&),
@@ -439,6 +439,7 @@ class engine {
   std::function<bool(std::size_t, stream_t)> oom_callback_;
   unsigned oom_retries_ = 0;
   std::atomic<bool> has_oom_callback_{false};
+  std::unique_ptr<sleeper> sleep_;  ///< sleep and wake of tenant pools (pool_sleep.cpp)
 };
 
 }  // namespace cachalot::detail

@@ -58,13 +58,18 @@ inline void engine::free_cached(void* ptr, stream_t stream, bool on_stream) {
 
 inline void engine::free_listed(block* b, stream_t stream, bool on_stream) {
   stream_state& ss = *b->owner;
+  bool asleep = false;
   {
     std::lock_guard<spinlock> lock(ss.lock);
-    const bool plain = !free_hooks_ && (!on_stream || stream == ss.stream) && b->used_on.empty();
+    asleep = b->seg->asleep;
+    const bool plain =
+        !free_hooks_ && (!on_stream || stream == ss.stream) && b->used_on.empty() && !asleep;
     if (plain && free_block(ss, b, false)) [[likely]]
       return;
     b->freeing = true;
   }
+  if (asleep) [[unlikely]]
+    return free_asleep(b, on_stream ? stream : ss.stream);
   free_claimed(b, on_stream ? stream : ss.stream);
 }
 

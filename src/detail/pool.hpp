@@ -53,6 +53,11 @@ struct pool_record {
   std::atomic<std::uint64_t> num_retries{0};
   std::atomic<std::uint64_t> num_use_after_free{0};
 
+  /// Asleep, going to sleep or waking (detail/pool_sleep.hpp): allocations are refused.
+  std::atomic<bool> asleep{false};
+  /// Threads in the allocation slow path of this pool (a sleep waits until none is).
+  std::atomic<std::uint32_t> in_slow{0};
+
   /// A graph pool that is not released: its segments must stay (graphs replay into them).
   bool pinned() const noexcept {
     return options.type == pool_type::graph && !released.load(std::memory_order_acquire);

@@ -12,7 +12,8 @@
 // mapped and unmapped memory is a chunk boundary; `holes` indexes exactly the unmapped blocks
 // that are not busy, never two adjacent; a busy block is a span being mapped or unmapped, which
 // no other operation touches, and `busy` counts them (a segment with busy spans is never
-// deleted).
+// deleted). An asleep segment (detail/pool_sleep.hpp) holds only allocated blocks and holes,
+// which then need not end on chunk boundaries; it counts one busy span for its whole sleep.
 // Thread caches (detail/thread_cache.hpp): a segment whose live blocks all lie in lanes is
 // reported wholly free, as a drain would leave it. `lane_whole` says that its stats count it so
 // (a "mark"), with the lane and block size the count was made on (`whole_lane`, `whole_size`).
@@ -52,6 +53,7 @@ struct alignas(64) segment {
   bool indexed = false;                       ///< in its owner's idle index (idle_index.hpp)
   std::atomic<bool> lane_whole{false};        ///< counted wholly free while lanes hold its blocks
   std::atomic<tc_lane*> lane_owner{nullptr};  ///< the lane that counts its marks, if any
+  bool asleep = false;  ///< its pool sleeps: no memory behind its blocks (detail/pool_sleep.hpp)
   // Of the mark (under the owner's lock, or with every lock held).
   tc_lane* whole_lane = nullptr;  ///< the lane whose counters hold the mark
   std::size_t whole_size = 0;     ///< the size of the block the mark was counted on

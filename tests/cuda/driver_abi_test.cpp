@@ -92,6 +92,7 @@ constexpr bool same_abi = std::is_same_v<abi_fn_t<Mine>, abi_fn_t<Cuda>>;
                 "cu" #name " differs from PFN_cu" #name "_v" #version);
 CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_CHECK_PFN)
 CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_CHECK_PFN)
+CACHALOT_CU_HOST_ENTRY_POINTS(CACHALOT_CHECK_PFN)
 #undef CACHALOT_CHECK_PFN
 static_assert(same_abi<cu::pfn_DriverGetVersion, PFN_cuDriverGetVersion_v2020>);
 static_assert(same_abi<cu::pfn_Init, PFN_cuInit_v2000>);
@@ -183,7 +184,8 @@ struct entry_point {
 };
 #define CACHALOT_ENTRY(name, version, params) {"cu" #name, version},
 constexpr entry_point kEntryPoints[] = {CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_ENTRY)
-                                            CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_ENTRY)};
+                                            CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_ENTRY)
+                                                CACHALOT_CU_HOST_ENTRY_POINTS(CACHALOT_ENTRY)};
 #undef CACHALOT_ENTRY
 
 // The loader's requests and the backend's arguments, as the fake driver recorded them.

@@ -25,6 +25,7 @@ class hooked_backend final : public device_backend {
   std::function<void(void*, std::size_t)> on_unmap_chunk;      ///< before unmap_chunk
   std::function<void(void*, std::size_t)> on_release_range;    ///< before release_address_range
   std::function<bool(stream_t)> capturing;                     ///< replaces is_capturing when set
+  std::function<void(void*, std::size_t)> on_copy;             ///< before copy_to_host/_device
 
   std::string name() const override { return inner_->name(); }
   int device() const override { return inner_->device(); }
@@ -72,6 +73,17 @@ class hooked_backend final : public device_backend {
   void unmap_chunk(void* addr, std::size_t bytes) override {
     if (on_unmap_chunk) on_unmap_chunk(addr, bytes);
     inner_->unmap_chunk(addr, bytes);
+  }
+  bool supports_host_copies() const override { return inner_->supports_host_copies(); }
+  void* allocate_host(std::size_t bytes) override { return inner_->allocate_host(bytes); }
+  void free_host(void* ptr, std::size_t bytes) override { inner_->free_host(ptr, bytes); }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, stream_t stream) override {
+    if (on_copy) on_copy(dst, bytes);
+    inner_->copy_to_host(dst, src, bytes, stream);
+  }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, stream_t stream) override {
+    if (on_copy) on_copy(dst, bytes);
+    inner_->copy_to_device(dst, src, bytes, stream);
   }
 
  private:

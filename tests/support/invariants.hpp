@@ -1,6 +1,7 @@
 // Test support: checks that an allocator's stats agree exactly with its snapshot, and that
 // the snapshot itself is well formed (blocks tile their segments, no two adjacent free blocks,
-// no overlap between segments). Used after every step of randomized and fault tests.
+// no overlap between segments; an asleep segment holds only allocated blocks and holes). Used
+// after every step of randomized and fault tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -89,7 +90,10 @@ inline void expect_well_formed(const memory_snapshot& snap, std::size_t chunk = 
       const bool adjacent =
           b.state == prev && (b.state == block_state::free || b.state == block_state::unmapped);
       EXPECT_FALSE(adjacent) << "adjacent free blocks or holes at " << b.address;
-      if (b.state == block_state::unmapped) {
+      if (seg.asleep) {  // allocated blocks and holes, anywhere
+        EXPECT_TRUE(b.state == block_state::allocated || b.state == block_state::unmapped)
+            << "a free or pending block in an asleep segment at " << b.address;
+      } else if (b.state == block_state::unmapped) {
         EXPECT_TRUE(seg.expandable) << "a hole in a fixed segment";
         EXPECT_EQ(b.address % chunk, 0u) << "a hole off the chunk boundaries";
         EXPECT_EQ(b.size % chunk, 0u) << "a hole off the chunk boundaries";
@@ -100,7 +104,12 @@ inline void expect_well_formed(const memory_snapshot& snap, std::size_t chunk = 
       at += b.size;
     }
     EXPECT_EQ(at, seg.address + seg.range_size) << "blocks do not cover the segment";
-    EXPECT_EQ(mapped, seg.size) << "mapped blocks do not add up to the segment's size";
+    if (seg.asleep) {  // its size is what it still holds (chunks whose unmap failed)
+      EXPECT_TRUE(seg.expandable) << "an asleep fixed segment";
+      EXPECT_EQ(seg.size % chunk, 0u) << "held bytes off the chunk boundaries";
+    } else {
+      EXPECT_EQ(mapped, seg.size) << "mapped blocks do not add up to the segment's size";
+    }
   }
 }
 
@@ -124,7 +133,14 @@ inline void expect_stats_match(const memory_stats& st, const memory_snapshot& sn
     EXPECT_LE(groups[g]->small.current, groups[g]->small.peak) << what << names[g] << " peak";
     EXPECT_LE(groups[g]->large.current, groups[g]->large.peak) << what << names[g] << " peak";
   }
-  EXPECT_LE(st.allocated_bytes.all.current, st.reserved_bytes.all.current) << what;
+  // A sleeping pool's blocks stay allocated with nothing mapped behind them.
+  EXPECT_LE(st.allocated_bytes.all.current, st.reserved_bytes.all.current + st.sleep.bytes_asleep)
+      << what;
+  std::uint64_t asleep = 0;
+  for (const sleeping_pool_info& p : snap.sleeping_pools) {
+    if (only == nullptr || p.pool == *only) asleep += p.bytes_asleep;
+  }
+  EXPECT_EQ(st.sleep.bytes_asleep, asleep) << what << "bytes asleep";
   EXPECT_LE(st.requested_bytes.all.current, st.allocated_bytes.all.current) << what;
   EXPECT_EQ(st.num_free_blocks, s.free_blocks) << what;
   EXPECT_EQ(st.largest_free_block, s.largest_free) << what;

@@ -1,6 +1,7 @@
 // cachalot-replay --pool: parsing (streams in hex or decimal, sizes, priorities, shared pools,
 // errors as usage errors), routing of a trace's streams, per-pool figures in the text and JSON
-// output, and a pool limit that makes one tenant fail while the other does not.
+// output, and a pool limit that makes one tenant fail while the other does not; sleepable pools
+// and the trace's "sleep"/"wake" lines (a critical tenant that fails only without them).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -34,6 +35,89 @@ TEST(ReplayPools, ParsesSpecs) {
     EXPECT_THROW(add_pool_spec(specs, bad), invalid_argument) << bad;
   }
   EXPECT_THROW(add_pool_spec(specs, "9=critical,priority:5"), invalid_argument) << "conflict";
+  add_pool_spec(specs, "0xb=nap,sleepable");
+  add_pool_spec(specs, "0xc=cache,sleepable:discard");
+  EXPECT_TRUE(specs[3].options.sleepable);
+  EXPECT_EQ(specs[3].options.sleep_mode, sleep_mode::offload);
+  EXPECT_EQ(specs[4].options.sleep_mode, sleep_mode::discard);
+  EXPECT_THROW(add_pool_spec(specs, "0xd=x,sleepable:maybe"), invalid_argument);
+}
+
+/// Replays `trace` on a 64 MiB simulated device with expandable segments; the JSON output.
+std::string replay_json(const std::string& trace, const std::string& name,
+                        const std::vector<std::string>& pools) {
+  const std::string path = ::testing::TempDir() + name;
+  { std::ofstream(path) << trace; }
+  std::vector<std::string> args = {
+      "--json",        "--repeat", "1",
+      "--no-baseline", "--config", "backend:simulated,capacity:64MiB,expandable_segments:1"};
+  for (const std::string& p : pools) {
+    args.push_back("--pool");
+    args.push_back(p);
+  }
+  args.push_back(path);
+  std::ostringstream out, err;
+  EXPECT_EQ(replay_cli(args, out, err), 0) << err.str();
+  return out.str();
+}
+
+TEST(ReplayPools, SleepablePoolGivesWayAndWakesWhenItAllocatesAgain) {
+  // batch (0x2) holds 40 MiB; critical (0x1) spikes to 30 MiB on a 64 MiB device, frees it, and
+  // batch allocates again afterwards (its pool woken first).
+  const std::string trace =
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000001,allocate,0x1000,41943040,0x2\n"
+      "1,10:00:00.000002,allocate,0x2000,31457280,0x1\n"
+      "1,10:00:00.000003,free,0x2000,31457280,0x1\n"
+      "1,10:00:00.000004,allocate,0x3000,1048576,0x2\n"
+      "1,10:00:00.000005,free,0x3000,1048576,0x2\n"
+      "1,10:00:00.000006,free,0x1000,41943040,0x2\n";
+  const std::string plain =
+      replay_json(trace, "sleep_plain.csv", {"0x1=critical,priority:1", "0x2=batch"});
+  EXPECT_NE(plain.find("\"name\":\"critical\",\"priority\":1,\"limit_bytes\":0,"
+                       "\"guarantee_bytes\":0,\"allocations\":0,\"ooms\":1"),
+            std::string::npos)
+      << plain;
+  const std::string slept =
+      replay_json(trace, "sleep_auto.csv", {"0x1=critical,priority:1", "0x2=batch,sleepable"});
+  EXPECT_NE(slept.find("\"name\":\"critical\",\"priority\":1,\"limit_bytes\":0,"
+                       "\"guarantee_bytes\":0,\"allocations\":1,\"ooms\":0"),
+            std::string::npos)
+      << slept;
+  EXPECT_NE(slept.find("\"sleepable\":true,\"sleeps\":1,\"pressure_sleeps\":1,\"wakes\":1,"
+                       "\"failed_wakes\":0"),
+            std::string::npos)
+      << slept;
+  EXPECT_NE(slept.find("\"ooms\":0,\"errors\":0"), std::string::npos) << slept;
+}
+
+TEST(ReplayPools, TraceSleepAndWakeLines) {
+  const std::string trace =
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000001,allocate,0x1000,41943040,0x2\n"
+      "1,10:00:00.000002,sleep discard,(nil),0,0x2\n"
+      "1,10:00:00.000003,allocate,0x2000,31457280,0x1\n"
+      "1,10:00:00.000004,free,0x2000,31457280,0x1\n"
+      "1,10:00:00.000005,wake,(nil),0,0x2\n"
+      "1,10:00:00.000006,free,0x1000,41943040,0x2\n";
+  const std::string json =
+      replay_json(trace, "sleep_lines.csv", {"0x1=critical,priority:1", "0x2=batch"});
+  EXPECT_NE(json.find("\"sleepable\":false,\"sleeps\":1,\"pressure_sleeps\":0,\"wakes\":1"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"allocations\":1,\"ooms\":0"), std::string::npos) << json;
+  // A sleep line on a stream in no --pool: an error of the replay, counted.
+  const std::string none = replay_json(trace, "sleep_none.csv", {"0x1=critical,priority:1"});
+  EXPECT_NE(none.find("\"errors\":2"), std::string::npos) << none;
+  // A sleep line with a size is malformed.
+  const std::string bad_path = ::testing::TempDir() + "sleep_bad.csv";
+  {
+    std::ofstream(bad_path) << "Thread,Time,Action,Pointer,Size,Stream\n"
+                               "1,10:00:00.000001,sleep offload,(nil),5,0x2\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_NE(replay_cli({"--no-baseline", bad_path}, out, err), 0);
+  EXPECT_NE(err.str().find("sleep"), std::string::npos) << err.str();
 }
 
 TEST(ReplayPools, RoutesStreamsAndReportsEachPool) {

@@ -42,7 +42,7 @@ int parse_priority(std::string_view text, std::string_view s) {
 
 bool same(const pool_options& a, const pool_options& b) {
   return a.limit == b.limit && a.guarantee == b.guarantee && a.priority == b.priority &&
-         a.type == b.type;
+         a.type == b.type && a.sleepable == b.sleepable && a.sleep_mode == b.sleep_mode;
 }
 
 }  // namespace
@@ -74,8 +74,13 @@ void add_pool_spec(std::vector<pool_spec>& specs, std::string_view text) {
       o.guarantee = parse_size(value);
     } else if (key == "priority") {
       o.priority = parse_priority(text, value);
+    } else if (key == "sleepable" &&
+               (colon == std::string_view::npos || value == "offload" || value == "discard")) {
+      o.sleepable = true;
+      o.sleep_mode = value == "discard" ? sleep_mode::discard : sleep_mode::offload;
     } else {
-      bad(text, "unknown key '" + std::string(key) + "' (limit, guarantee, priority, graph)");
+      bad(text, "unknown key '" + std::string(key) +
+                    "' (limit, guarantee, priority, graph, sleepable[:offload|discard])");
     }
   }
   for (pool_spec& s : specs) {
@@ -125,6 +130,7 @@ std::vector<pool_figures> collect_pools(const allocator& a, const std::vector<po
     f.peak_requested = s.requested_bytes.all.peak;
     f.peak_reserved = s.reserved_bytes.all.peak;
     f.segment_frees = s.num_segment_frees;
+    f.sleep = s.sleep;
     out.push_back(std::move(f));
   };
   if (specs.empty()) return out;

@@ -1,6 +1,9 @@
 // Memory pools in replays: `--pool STREAM=NAME[,limit:SIZE][,guarantee:SIZE][,priority:N]
-// [,graph]` assigns the trace stream logged as STREAM (hex or decimal) to the pool NAME, so
-// that a multi-tenant workload (one tenant per stream) replays with quotas and priorities.
+// [,graph][,sleepable[:discard]]` assigns the trace stream logged as STREAM (hex or decimal) to
+// the pool NAME, so that a multi-tenant workload (one tenant per stream) replays with quotas and
+// priorities. A sleepable pool (expandable_segments:1) is put to sleep by the allocator when a
+// higher-priority pool would fail (offload, or discard); the trace's "sleep"/"wake" lines sleep
+// and wake the pool of their stream, and an allocation from a sleeping pool wakes it first.
 // Streams naming the same pool share it; its options are those of its first mention (a
 // conflicting later mention is an error). Each pool's figures are reported beside the totals.
 #pragma once
@@ -37,6 +40,7 @@ struct pool_figures {
   std::size_t peak_requested = 0;  ///< bytes
   std::size_t peak_reserved = 0;   ///< bytes
   std::size_t segment_frees = 0;   ///< segments the pool gave back (pressure, trim)
+  sleep_stats sleep;               ///< its sleeps and wakes (counts, modeled device time)
 };
 
 /// Creates the pools in `a` and routes their streams; returns their ids (in `specs` order).

@@ -46,10 +46,48 @@ struct replay_state {
   std::size_t sample_every = 1;
   std::atomic<std::size_t> turn{0};
   bool stopped = false;
+  std::vector<pool_id> stream_pool;  ///< dense stream -> the --pool it is routed to, if any
 };
+
+/// A pool event of the trace: the pool of the op's stream sleeps or wakes. A stream in no
+/// --pool (the default pool, which cannot sleep) is an error of the replay.
+void run_pool_event(replay_state& st, const replay_op& op, thread_counts& c) {
+  const pool_id pool = st.stream_pool[op.stream];
+  try {
+    if (pool == default_pool) throw invalid_argument("a pool event on a stream in no --pool");
+    if (op.pool == replay_op::pool_event::wake) {
+      (void)st.alloc.wake(pool);
+    } else {
+      (void)st.alloc.sleep(pool, op.pool == replay_op::pool_event::sleep_offload
+                                     ? sleep_mode::offload
+                                     : sleep_mode::discard);
+    }
+  } catch (const out_of_memory&) {  // the pool stays asleep (sleep_stats::num_failed_wakes)
+    ++c.ooms;
+  } catch (const error&) {
+    ++c.errors;
+  }
+}
+
+/// An allocation from a pool that sleeps (put to sleep by the trace or by the allocator under
+/// pressure): its owner wakes it first, as a serving engine resumes a model before it runs.
+void wake_and_allocate(replay_state& st, const replay_op& op, pool_id pool, thread_counts& c) {
+  try {
+    (void)st.alloc.wake(pool);
+    st.slots[op.slot] = st.alloc.allocate(op.size, st.streams[op.stream]);
+  } catch (const out_of_memory&) {
+    ++c.ooms;
+    st.slots[op.slot] = nullptr;
+  } catch (const error&) {
+    ++c.errors;
+    st.slots[op.slot] = nullptr;
+  }
+}
 
 void run_op(replay_state& st, const replay_op& op, thread_counts& c) {
   const stream_t stream = st.streams[op.stream];
+  if (op.pool != replay_op::pool_event::none) [[unlikely]]
+    return run_pool_event(st, op, c);
   try {
     if (op.is_allocate) {
       if (op.size == 0) ++c.zero_size;
@@ -65,6 +103,8 @@ void run_op(replay_state& st, const replay_op& op, thread_counts& c) {
   } catch (const out_of_memory&) {
     ++c.ooms;
     st.slots[op.slot] = nullptr;
+  } catch (const pool_asleep& e) {
+    wake_and_allocate(st, op, e.pool(), c);
   } catch (const error&) {
     ++c.errors;
     if (op.is_allocate) st.slots[op.slot] = nullptr;
@@ -188,7 +228,12 @@ prepared_trace prepare(const trace& t) {
     op.thread = dense(threads, e.thread);
     op.stream = dense(streams, e.stream);
     if (streams.size() > p.streams.size()) p.streams.push_back(e.stream);
-    if (op.is_allocate) {
+    if (is_pool_event(e.action)) {
+      op.is_allocate = false;
+      op.pool = e.action == trace_action::wake            ? replay_op::pool_event::wake
+                : e.action == trace_action::sleep_offload ? replay_op::pool_event::sleep_offload
+                                                          : replay_op::pool_event::sleep_discard;
+    } else if (op.is_allocate) {
       op.size = e.size;
       op.slot = static_cast<std::uint32_t>(p.slots++);
       sizes.push_back(e.size);
@@ -215,7 +260,15 @@ replay_result replay(const prepared_trace& p, const config& cfg, const replay_op
   allocator alloc(cfg, backend);
   const std::vector<pool_id> pool_ids = apply_pools(alloc, options.pools, p, streams);
   replay_state st{alloc, p, streams, options, std::vector<void*>(p.slots, nullptr),
-                  {},    1, {},      false};
+                  {},    1, {},      false,   {}};
+  st.stream_pool.assign(p.streams.size(), default_pool);
+  for (std::size_t k = 0; k < options.pools.size(); ++k) {
+    for (const std::uintptr_t logged : options.pools[k].streams) {
+      for (std::size_t i = 0; i < p.streams.size(); ++i) {
+        if (p.streams[i] == logged) st.stream_pool[i] = pool_ids[k];
+      }
+    }
+  }
   if (options.sample) {
     st.sample_every = p.ops.size() / 100000 + 1;
     st.timeline.reserve(p.ops.size() / st.sample_every + 2);

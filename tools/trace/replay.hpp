@@ -28,7 +28,11 @@ namespace cachalot::tools {
 
 /// One operation of a prepared trace.
 struct replay_op {
-  bool is_allocate = true;   ///< allocate, else free
+  bool is_allocate = true;  ///< allocate, else free (or a pool event)
+  /// A memory pool's sleep or wake (trace_action::sleep_offload, sleep_discard, wake) of the
+  /// pool of `stream`; none: an allocate or free.
+  enum class pool_event : std::uint8_t { none, sleep_offload, sleep_discard, wake };
+  pool_event pool = pool_event::none;
   bool hand_over = false;    ///< the next op runs on another thread
   std::uint32_t thread = 0;  ///< dense thread index
   std::uint32_t stream = 0;  ///< dense stream index

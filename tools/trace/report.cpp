@@ -42,10 +42,14 @@ std::string json_pools(const replay_result& r) {
     out += fmt::format(
         "{}{{\"name\":{},\"priority\":{},\"limit_bytes\":{},\"guarantee_bytes\":{},"
         "\"allocations\":{},\"ooms\":{},\"peak_requested_bytes\":{},\"peak_reserved_bytes\":{},"
-        "\"segment_frees\":{}}}",
+        "\"segment_frees\":{},\"sleepable\":{},\"sleeps\":{},\"pressure_sleeps\":{},"
+        "\"wakes\":{},\"failed_wakes\":{},\"sleep_ns\":{},\"wake_ns\":{},"
+        "\"bytes_slept\":{},\"bytes_copied_out\":{}}}",
         i == 0 ? "" : ",", json_string(p.name), p.options.priority, p.options.limit,
         p.options.guarantee, p.allocations, p.ooms, p.peak_requested, p.peak_reserved,
-        p.segment_frees);
+        p.segment_frees, p.options.sleepable ? "true" : "false", p.sleep.num_sleeps,
+        p.sleep.num_pressure_sleeps, p.sleep.num_wakes, p.sleep.num_failed_wakes, p.sleep.sleep_ns,
+        p.sleep.wake_ns, p.sleep.bytes_slept, p.sleep.bytes_copied_out);
   }
   return out + "]";
 }
@@ -260,6 +264,15 @@ std::string format_text(const trace_report& r) {
         pf.name, pf.options.priority, pf.options.limit == 0 ? "-" : bytes(pf.options.limit),
         pf.options.guarantee == 0 ? "-" : bytes(pf.options.guarantee), bytes(pf.peak_requested),
         bytes(pf.peak_reserved), pf.allocations, pf.ooms, pf.segment_frees);
+    const sleep_stats& z = pf.sleep;
+    if (z.num_sleeps + z.num_failed_sleeps + z.num_failed_wakes != 0) {
+      out += fmt::format(
+          "  pool {:<12} slept {} times ({} under pressure), woke {} ({} wakes out of memory): "
+          "{} unmapped, {} copied out; device time {:.3f} ms to sleep, {:.3f} ms to wake\n",
+          pf.name, z.num_sleeps, z.num_pressure_sleeps, z.num_wakes, z.num_failed_wakes,
+          bytes(z.bytes_slept), bytes(z.bytes_copied_out), static_cast<double>(z.sleep_ns) / 1e6,
+          static_cast<double>(z.wake_ns) / 1e6);
+    }
   }
   if (r.min_capacity) {
     const min_capacity_result& m = *r.min_capacity;

@@ -91,6 +91,9 @@ bool parse_action(std::string_view s, trace_action& action) {
   if (s == "allocate") return (action = trace_action::allocate), true;
   if (s == "free") return (action = trace_action::free), true;
   if (s == "allocate failure") return (action = trace_action::allocate_failure), true;
+  if (s == "sleep offload") return (action = trace_action::sleep_offload), true;
+  if (s == "sleep discard") return (action = trace_action::sleep_discard), true;
+  if (s == "wake") return (action = trace_action::wake), true;
   return false;
 }
 
@@ -113,13 +116,19 @@ trace_event parse_line(std::string_view line, const std::string& name, std::size
   if (!parse_number(f[0], e.thread)) fail("bad thread id", f[0]);
   if (!parse_time(f[1], e.time_us)) fail("bad time (want HH:MM:SS.microseconds)", f[1]);
   if (!parse_action(f[2], e.action))
-    fail("bad action (want allocate, free or allocate failure)", f[2]);
+    fail(
+        "bad action (want allocate, free, allocate failure, sleep offload, sleep discard or "
+        "wake)",
+        f[2]);
   if (!parse_hex(f[3], e.pointer)) fail("bad pointer", f[3]);
   if (!parse_number(f[4], e.size)) fail("bad size", f[4]);
   if (e.size > max_trace_size) fail("size beyond any device (more than 1 PiB)", f[4]);
   if (!parse_hex(f[5], e.stream)) fail("bad stream", f[5]);
   if (e.action == trace_action::allocate && e.pointer == 0 && e.size != 0) {
     fail("allocation of a null pointer", f[3]);
+  }
+  if (is_pool_event(e.action) && (e.pointer != 0 || e.size != 0)) {
+    fail("a pool's sleep or wake has pointer (nil) and size 0, not", line);
   }
   if (with_site && !f[6].empty() &&
       (!parse_number(f[6], e.site) || e.site == 0 || e.site > max_trace_sites)) {
@@ -372,7 +381,7 @@ std::vector<site_bytes> holders_at(const trace& t, std::size_t peak_at) {
   std::unordered_map<std::uintptr_t, const trace_event*> live;
   for (std::size_t i = 0; i <= peak_at && i < t.events.size(); ++i) {
     const trace_event& e = t.events[i];
-    if (e.action == trace_action::allocate_failure || e.pointer == 0) continue;
+    if (e.action == trace_action::allocate_failure || e.pointer == 0) continue;  // (pool events)
     if (e.action == trace_action::allocate) {
       if (!live.emplace(e.pointer, &e).second) continue;
       by_site[e.site].bytes += e.size;
@@ -424,6 +433,10 @@ trace_summary summarize(const trace& t) {
     streams.insert(e.stream);
     if (e.action == trace_action::allocate_failure) {
       ++s.recorded_failures;
+      continue;
+    }
+    if (is_pool_event(e.action)) {
+      ++s.pool_events;
       continue;
     }
     ++s.ops;

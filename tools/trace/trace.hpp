@@ -1,7 +1,8 @@
 // An allocation trace in RMM's logging_resource_adaptor CSV format, and its parser:
 //   Thread,Time,Action,Pointer,Size,Stream
 //   140071234,12:03:04.123456,allocate,0x7f0000000000,1024,0x0
-// Time is HH:MM:SS.fraction, Action is allocate, free or "allocate failure", Pointer is printf
+// Time is HH:MM:SS.fraction, Action is allocate, free or "allocate failure" (or a memory pool's
+// "sleep offload", "sleep discard" or "wake", for replays with --pool), Pointer is printf
 // %p ("(nil)" for null), Size is decimal bytes (at most max_trace_size), Stream is hex. A UTF-8
 // byte-order mark before the header is skipped. Lines starting with '#' are comments; the ones
 // `python -m cachalot.convert` writes carry PyTorch's own figures from the snapshot the trace
@@ -29,7 +30,18 @@ enum class trace_action : std::uint8_t {
   allocate,          ///< a successful allocation
   free,              ///< a free
   allocate_failure,  ///< an allocation that failed in the recorded run
+  /// "sleep offload", "sleep discard", "wake": the memory pool of the line's stream (replay
+  /// --pool) sleeps or wakes (cachalot/pool.hpp); Pointer is (nil) and Size 0.
+  sleep_offload,
+  sleep_discard,
+  wake,
 };
+
+/// True for the pool sleep and wake actions.
+inline bool is_pool_event(trace_action a) noexcept {
+  return a == trace_action::sleep_offload || a == trace_action::sleep_discard ||
+         a == trace_action::wake;
+}
 
 /// One line of a trace.
 struct trace_event {
@@ -110,6 +122,7 @@ struct trace_summary {
   std::size_t allocations = 0;                   ///< allocate lines
   std::size_t frees = 0;                         ///< free lines
   std::size_t recorded_failures = 0;             ///< "allocate failure" lines
+  std::size_t pool_events = 0;                   ///< "sleep ..." and "wake" lines
   std::size_t unknown_frees = 0;                 ///< frees of a pointer that is not live
   std::size_t duplicate_allocations = 0;         ///< allocations of a pointer that is already live
   std::vector<duplicate_allocation> duplicates;  ///< the first named_duplicates of them
