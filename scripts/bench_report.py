@@ -539,9 +539,11 @@ def md_replays(fixed, expandable):
     """Per trace: fixed segments, then expandable segments, at the same capacity."""
     kinds = ["reserved/requested", "OOM", "min capacity", "segments a/f", "chunk maps/unmaps",
              "device calls", "syncs", "dev ms (%span)", "host ns/op (min-max)"]
-    head = ["trace", "ops"] + ["fixed: " + k for k in kinds]
-    if expandable is not None:
-        head += ["expandable: " + k for k in kinds]
+    if expandable is None:  # one set: its own config (the title says which)
+        head = ["trace", "ops"] + kinds
+    else:
+        head = (["trace", "ops"] + ["fixed: " + k for k in kinds] +
+                ["expandable: " + k for k in kinds])
     by_name = {os.path.basename(r["trace"]): r for r in (expandable or [])}
     lines = [md_row(head), md_row(["---"] * len(head))]
     for f in fixed:
