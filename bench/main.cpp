@@ -10,6 +10,7 @@
 
 #include "gpu_baselines.hpp"
 #include "pools.hpp"
+#include "scaling.hpp"
 #include "workloads.hpp"
 
 namespace cachalot::bench {
@@ -139,6 +140,7 @@ void register_all() {
     register_threads(impl);
     if (impl != "malloc") register_streams(impl);
   }
+  register_scaling();
 }
 
 }  // namespace

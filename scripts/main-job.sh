@@ -17,7 +17,7 @@ OUT=${OUT_DIR:-out}
 JOBS=${JOBS:-$(nproc)}
 MIN_TIME=${BENCH_MIN_TIME:-0.25}
 REPS=${BENCH_REPETITIONS:-3}
-FILTER=${BENCH_FILTER:-'^(hot_pair|many_holes|no_holes|threads_own_stream|threads_one_stream|stream_same|stream_record|stream_free_other)/|^random/[^/]+/n:10000/'}
+FILTER=${BENCH_FILTER:-'^(hot_pair|many_holes|no_holes|threads_own_stream|threads_one_stream|stream_same|stream_record|stream_free_other|release_sweep|gc_sweep|growth_sweep|peak_sweep)/|^random/[^/]+/n:10000/'}
 [ "${FULL:-0}" = 1 ] && FILTER='.'
 
 say() { echo "main-job: $*" >&2; }
@@ -62,6 +62,9 @@ replay_traces() {
   for t in "${traces[@]}"; do
     "$replay" --tune --json --repeat 1 --capacity-factor 1.2 "$t" >>"$OUT/tune-1.2x.jsonl"
   done
+  say "release policy targets (scripts/policy_targets.py: before/after, 1.00x-2x scan)"
+  python3 scripts/policy_targets.py --replay "$replay" --bench "$OUT/bench.json" --scan \
+    --jobs "$JOBS" --json "$OUT/policy-targets.json" >"$OUT/policy-targets.txt"
   if [ "$GPU" = 1 ]; then
     "$replay" --json --repeat 5 --config backend:cuda "${traces[@]}" >"$OUT/replay-gpu.jsonl"
   fi
@@ -84,8 +87,8 @@ main() {
     --target-replay "simulated device, capacity 1.2x each trace's peak (targets)" \
     --expandable "$OUT/replay-1.2x-expandable.jsonl" \
     --plots "$OUT/plots/ (requested, allocated and reserved bytes over each replay)" \
-    --tune "$OUT/tune-1.2x.jsonl" --targets-json "$OUT/targets.json" \
-    --markdown "$OUT/tables.md" \
+    --tune "$OUT/tune-1.2x.jsonl" --policy "$OUT/policy-targets.json" \
+    --targets-json "$OUT/targets.json" --markdown "$OUT/tables.md" \
     --device "$device" | tee "$OUT/report.txt"
   say "memory pools: cache-hit cost and the two-tenant replay (scripts/pools-job.sh)"
   scripts/pools-job.sh "$BUILD" "$OUT" | tee "$OUT/report-pools.txt"

@@ -180,6 +180,7 @@ cachalot_stats full_stats(const memory_stats& s, std::size_t max_split_size) {
   out.num_chunk_maps = s.num_chunk_maps;
   out.num_chunk_unmaps = s.num_chunk_unmaps;
   fill_device(out, s.device);
+  out.num_gc_syncs = s.num_gc_syncs;
   fill_sleep(out, s.sleep);
   return out;
 }

@@ -37,6 +37,8 @@ constexpr const char* known_keys[] = {"backend",
                                       "memory_limit",
                                       "memory_fraction",
                                       "gc_threshold",
+                                      "release_policy",
+                                      "pressure_threshold",
                                       "roundup_power2_divisions",
                                       "expandable_segments",
                                       "reserve",
@@ -190,6 +192,17 @@ void apply(config& c, std::string_view key, std::string_view v) {
     c.memory_limit = 0;
   } else if (key == "gc_threshold" || key == "garbage_collection_threshold") {
     c.gc_threshold = threshold_of(v, key);
+  } else if (key == "release_policy") {
+    if (iequals(v, "adaptive")) {
+      c.release_policy = release_mode::adaptive;
+    } else if (iequals(v, "eager")) {
+      c.release_policy = release_mode::eager;
+    } else {
+      CACHALOT_FAIL(invalid_argument,
+                    "config key 'release_policy': '{}' is not one of adaptive, eager", v);
+    }
+  } else if (key == "pressure_threshold") {
+    c.pressure_threshold = detail::parse_fraction(v, key);
   } else if (key == "roundup_power2_divisions") {
     c.roundup_power2_divisions = detail::parse_divisions(v, key);
   } else if (key == "expandable_segments") {
@@ -356,11 +369,13 @@ std::string config::to_string() const {
   }
   const std::string divisions = detail::format_divisions(roundup_power2_divisions);
   s += detail::format(
-      ",gc_threshold:{},roundup_power2_divisions:{},expandable_segments:{},reserve:{}B,"
-      "max_cached:{},thread_cache:{},thread_cache_max_size:{}B,debug:{},caching:{}",
-      gc_threshold, divisions.empty() ? std::string("0") : divisions, expandable_segments ? 1 : 0,
-      reserve, size_or_none(max_cached), thread_cache, thread_cache_max_size, debug ? 1 : 0,
-      caching ? 1 : 0);
+      ",gc_threshold:{},release_policy:{},pressure_threshold:{},roundup_power2_divisions:{},"
+      "expandable_segments:{},reserve:{}B,max_cached:{},thread_cache:{},"
+      "thread_cache_max_size:{}B,debug:{},caching:{}",
+      gc_threshold, release_policy == release_mode::eager ? "eager" : "adaptive",
+      pressure_threshold, divisions.empty() ? std::string("0") : divisions,
+      expandable_segments ? 1 : 0, reserve, size_or_none(max_cached), thread_cache,
+      thread_cache_max_size, debug ? 1 : 0, caching ? 1 : 0);
   s += ',';
   s += cost.to_string();  // (appended apart: GCC 12's -Wrestrict misreads "," + string at -O3)
   if (!trace_file.empty()) s += ",trace_file:" + trace_file;
@@ -377,6 +392,7 @@ bool operator==(const config& a, const config& b) noexcept {
          a.large_split_remainder == b.large_split_remainder &&
          a.max_split_size == b.max_split_size && a.memory_limit == b.memory_limit &&
          a.memory_fraction == b.memory_fraction && a.gc_threshold == b.gc_threshold &&
+         a.release_policy == b.release_policy && a.pressure_threshold == b.pressure_threshold &&
          a.roundup_power2_divisions == b.roundup_power2_divisions &&
          a.expandable_segments == b.expandable_segments && a.reserve == b.reserve &&
          a.max_cached == b.max_cached && a.thread_cache == b.thread_cache &&

@@ -101,6 +101,12 @@ void validate_limits(const config& c) {
   CACHALOT_EXPECTS(c.capacity != 0, invalid_argument, "config key 'capacity': must not be 0");
   CACHALOT_EXPECTS(c.gc_threshold >= 0.0 && c.gc_threshold <= 1.0, invalid_argument,
                    "config key 'gc_threshold': {} is not in [0, 1]", c.gc_threshold);
+  CACHALOT_EXPECTS(c.pressure_threshold > 0.0 && c.pressure_threshold <= 1.0, invalid_argument,
+                   "config key 'pressure_threshold': {} is not in (0, 1]", c.pressure_threshold);
+  CACHALOT_EXPECTS(
+      c.release_policy == release_mode::adaptive || c.release_policy == release_mode::eager,
+      invalid_argument, "config key 'release_policy': invalid value {}",
+      static_cast<int>(c.release_policy));
   CACHALOT_EXPECTS(c.memory_fraction >= 0.0 && c.memory_fraction <= 1.0, invalid_argument,
                    "config key 'memory_fraction': {} is not in (0, 1]", c.memory_fraction);
   CACHALOT_EXPECTS(c.memory_fraction == 0.0 || c.memory_limit == 0, invalid_argument,

@@ -65,7 +65,7 @@ void engine::release_claimed(block* b) {
     if (free_block(ss, b, false)) return;
     b->freeing = true;
   }
-  all_streams_lock all(*this, &ss);  // the stats crossed a ceiling: redo with every stream locked
+  ceiling_lock all(*this, ss);  // the stats crossed a ceiling: redo unchecked, then settle
   b->freeing = false;
   free_block(ss, b, true);
 }
@@ -118,6 +118,7 @@ void engine::defer_free(block* b, std::vector<stream_t> used_on,
     d.d[q_allocated] = -static_cast<std::int64_t>(b->size);
     d.d[q_allocations] = -1;
     ss.stats.apply(b->seg->pool, d.derive_inactive());
+    ss.sync();
     ++ss.stats.num_frees;
     ++ss.stats.num_deferred;
     ++ss.stats.num_pending;
@@ -218,7 +219,7 @@ void engine::finish_pending(block* b) noexcept {
 }
 
 void engine::complete_pending(stream_state& ss, block* b) {
-  all_streams_lock all(*this, &ss);  // inactive-split bytes may rise
+  ceiling_lock all(*this, ss);  // inactive-split bytes may rise
   stats_delta d;
   d.d[q_active] = -static_cast<std::int64_t>(b->size);
   d.whole_free = static_cast<std::int64_t>(whole_after_free(b));

@@ -47,12 +47,6 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   cfg_.memory_limit = memory_limit_;
   cfg_.memory_fraction = 0.0;
   cfg_.validate();
-  gc_bytes_ =
-      cfg_.gc_threshold <= 0.0
-          ? 0
-          : static_cast<std::size_t>(
-                static_cast<long double>(memory_limit_ != 0 ? memory_limit_ : device_total_) *
-                cfg_.gc_threshold);
   caching_ = cfg_.caching;
   const std::size_t slack = std::max(cfg_.segment_rounding, cfg_.large_segment_size);
   max_request_ = std::numeric_limits<std::size_t>::max() - 2 * slack;
@@ -100,6 +94,15 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   // Lanes never hold oversize blocks (max_split_size is at least a small segment).
   tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
   if (tc_on_) tc_scratch_.reserve(thread_cache::lane_count * tc_lane::max_capacity);
+  policy_settings ps;
+  ps.adaptive = cfg_.release_policy == release_mode::adaptive;
+  ps.limit = memory_limit_ != 0 ? memory_limit_ : device_total_;
+  ps.gc_threshold = cfg_.gc_threshold;
+  ps.pressure_threshold = cfg_.pressure_threshold;
+  ps.expandable = expandable_;
+  ps.chunk = chunk_;
+  ps.max_split_size = max_split_size_;
+  policy_ = std::make_unique<release_policy>(ps);
   start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail
 }
 
@@ -291,6 +294,7 @@ memory_stats engine::stats_of(const pool_record* only) const {
   }
   s.num_cache_flushes = gstats_.num_flushes.load(std::memory_order_relaxed);
   s.num_device_syncs = gstats_.num_syncs.load(std::memory_order_relaxed);
+  s.num_gc_syncs = gstats_.num_gc_syncs.load(std::memory_order_relaxed);
   if (only == nullptr) {
     s.num_ooms = gstats_.num_ooms.load(std::memory_order_relaxed);
     s.num_alloc_retries = gstats_.num_retries.load(std::memory_order_relaxed);

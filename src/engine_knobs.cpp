@@ -5,8 +5,8 @@
 //  - reserve: one device allocation at start (a reserve_arena) that growth carves segments from
 //    and released segments go back to; the reserve itself is returned only at destruction;
 //  - max_cached: after a free that leaves idle (wholly free) segments, the idle bytes of every
-//    stream are summed and whole segments released, largest first, down to the cap (frees take
-//    the claimed path while it is set);
+//    stream are summed and whole segments released, the freeing stream's first, largest first
+//    in each stream, down to the cap (frees take the claimed path while it is set);
 //  - the out-of-memory callback: when even a released cache cannot serve an allocation, the
 //    user's function is called (no lock held) and may free memory and ask for a retry, at most
 //    max_retries times; allocations it makes itself never call it again, and retries it asked
@@ -105,37 +105,26 @@ void engine::cap_idle(stream_state& ss) noexcept {
         idle += s->stats.whole_free(0) + s->stats.whole_free(1);
       }
     }
-    if (idle > max_cached_) release_idle(idle - max_cached_);
+    if (idle > max_cached_) release_idle(ss, idle - max_cached_);
   } catch (...) {
     // A segment the device would not take back stays cached (and counted): the free itself
     // succeeded and must not report a failure.
   }
 }
 
-std::size_t engine::release_idle(std::size_t bytes) {
-  std::lock_guard<std::mutex> release_lock(release_mutex_);
-  struct candidate {
-    stream_state* ss;
-    segment* seg;
-    std::size_t size;
-  };
-  std::vector<candidate> candidates;
-  for (stream_state* ss : states()) {
-    std::lock_guard<spinlock> lock(ss->lock);
-    for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      if (seg->first->state == block_state::free && seg->first->whole()) {
-        candidates.push_back(candidate{ss, seg, seg->size});
-      }
+std::size_t engine::release_idle(stream_state& ss, std::size_t bytes) {
+  // Idle segments of every pool that may give, the freeing stream's first, largest first.
+  std::vector<pool_record*> from;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    for (const auto& q : pools_) {
+      if (!q->retired && !q->pinned()) from.push_back(q.get());
     }
   }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const candidate& a, const candidate& b) { return a.size > b.size; });
-  std::size_t released = 0;
-  for (const candidate& c : candidates) {
-    if (released >= bytes) break;
-    if (release_segment(*c.ss, c.seg)) released += c.size;
-  }
-  return released;
+  std::lock_guard<std::mutex> release_lock(release_mutex_);
+  release_bounds b;
+  b.want = bytes;
+  return release_pass(from, &ss, b);
 }
 
 // --- out-of-memory callback ------------------------------------------------------------------

@@ -51,6 +51,8 @@ void* engine::grow(std::size_t bytes, stream_t stream, pool_record& pool, bool i
   if (base == nullptr) {
     release_room(pool, bytes);
     *why = refusal::device;
+  } else {
+    policy_->on_growth(bytes);  // (hysteresis: a size just released, made again)
   }
   return base;
 }
@@ -65,7 +67,7 @@ block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::si
   seg->pool = pool;
   seg->band = static_cast<std::uint8_t>(band_of(pool, rounded));
   seg->owner = &ss;
-  all_streams_lock all(*this, &ss);
+  ceiling_lock all(*this, ss);  // reserved bytes and the segment count may reach new peaks
   block* whole = ss.nodes.acquire(&ss);
   whole->addr = seg->base;
   whole->size = size;
@@ -85,7 +87,7 @@ block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::si
 
 block* engine::take_all_locked(stream_state& ss, pool_kind pool, std::size_t rounded,
                                std::size_t requested) {
-  all_streams_lock all(*this, &ss);
+  ceiling_lock all(*this, ss);
   bool unused = false;
   return take_cached(ss, pool, rounded, requested, true, &unused);
 }
@@ -126,10 +128,9 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   // 2. A new segment (or chunks). Near the limit, cached memory nothing fits in is returned
   // first (released and lower-priority pools first, largest first, only as much as needed), so
   // that reserved memory stays close to what is in use.
-  if (const std::size_t mark = growth_mark();
-      mark != 0 && gstats_.committed() + need > mark &&
-      !(arena_ && !expandable_ && arena_->fits(seg_size))) {  // the reserve may still supply it
-    gc_release(mp, mark > need ? mark - need : 0);
+  if (const release_advice a = policy_->before_growth(gstats_.committed(), need);
+      a.release && !(arena_ && !expandable_ && arena_->fits(seg_size))) {  // the reserve may
+    gc_release(ss, a.target);                                              // still supply it
   }
   refusal why = refusal::none;
   if (block* b = grow_memory(ss, pool, rounded, requested, seg_size, &why)) return b;
@@ -207,9 +208,11 @@ void engine::fail_oom(std::size_t bytes, stream_t stream, const char* why,
 // --- oversize blocks -------------------------------------------------------------------------
 
 block* engine::find_oversize(stream_state& ss, std::size_t rounded) {
-  // A block far bigger than the request would be wasted: accept at most one large segment more.
+  // Under the oversize rule, a block far bigger than the request would be wasted: accept at
+  // most one large segment more. Without it, any block that fits is split (claim).
   block* b = ss.oversize.find(rounded);
-  return b != nullptr && b->size < rounded + cfg_.large_segment_size ? b : nullptr;
+  if (b == nullptr || b->size < policy_->split_limit()) return b;
+  return b->size < rounded + cfg_.large_segment_size ? b : nullptr;
 }
 
 void engine::insert_oversize(stream_state& ss, block* b) {
@@ -220,117 +223,6 @@ void engine::insert_oversize(stream_state& ss, block* b) {
 void engine::remove_oversize(stream_state& ss, block* b) {
   ss.oversize.remove(b);
   b->oversize = false;
-}
-
-// --- releasing cached memory -----------------------------------------------------------------
-
-bool engine::release_segment(stream_state& ss, segment* seg) {
-  // Caller holds release_mutex_, so `seg` cannot be deleted under us. The stats drop in the
-  // critical section that unlinks the segment, before the device takes it back: stats and
-  // snapshot always agree, and no stats() ever counts memory the device may already have
-  // handed to another segment. (Room under the memory limit is returned only afterwards.)
-  // A graph pool keeps its segments until released; no segment is freed while a capture may
-  // be under way (cudaFree synchronizes, which a capture forbids): it stays cached until then.
-  if (ss.pool->pinned()) return false;
-  capture_tracker::section fence(captures_);
-  if (fence.underway()) return false;
-  stats_delta d;  // decreases only (inactive-split bytes are unchanged)
-  d.d[q_reserved] = -static_cast<std::int64_t>(seg->size);
-  d.d[q_segments] = -1;
-  d.whole_free = -static_cast<std::int64_t>(seg->size);
-  d.derive_inactive();
-  block* b = nullptr;
-  {
-    std::lock_guard<spinlock> lock(ss.lock);
-    b = seg->first;
-    if (b->state != block_state::free || !b->whole()) return false;
-    remove_free(ss, b);
-    ss.unlink(seg);
-    ss.stats.apply(seg->pool, d);
-    ++ss.stats.num_segment_frees;
-  }
-  bool to_reserve = false;
-  try {
-    return_segment(*ss.pool, seg->base, seg->size, &to_reserve);  // to the reserve or device
-  } catch (...) {
-    all_streams_lock all(*this, &ss);  // reserved rises back: the peaks may need raising
-    ss.stats.undo(seg->pool, d);
-    --ss.stats.num_segment_frees;
-    ss.link(seg);
-    insert_free(ss, b);
-    throw;
-  }
-  {
-    std::lock_guard<spinlock> lock(ss.lock);
-    ss.nodes.release(b);
-  }
-  if (!to_reserve) release_room(*ss.pool, seg->size);  // (the reserve's: return_segment)
-  delete seg;
-  return true;
-}
-
-void engine::release_or_keep(stream_state& ss, segment* seg) noexcept {
-  // Pass-through mode: a segment the device refuses to take back stays cached (and counted as
-  // reserved) until empty_cache or the out-of-memory path releases it.
-  try {
-    release_segment(ss, seg);
-  } catch (...) {
-  }
-}
-
-std::size_t engine::release_cached(std::size_t target_reserved, bool largest_first) {
-  // Candidates: fixed segments with no live block, and the whole chunks of free blocks of
-  // expandable segments (of streams not being captured). Thread caches give their blocks back
-  // first, so that their segments can be wholly free.
-  std::lock_guard<std::mutex> release_lock(release_mutex_);
-  tc_flush();
-  std::vector<release_candidate> candidates;
-  for (stream_state* ss : states()) {
-    const bool vm = expandable_ && vm_allowed(ss->stream);
-    std::lock_guard<spinlock> lock(ss->lock);
-    for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      if (!seg->expandable() && seg->first->state == block_state::free && seg->first->whole()) {
-        candidates.push_back(release_candidate{ss, seg, nullptr, seg->base, seg->size});
-      }
-    }
-    if (vm && !ss->pool->pinned()) collect_spans(*ss, candidates);  // (graph pools keep theirs)
-  }
-  if (largest_first) {
-    std::stable_sort(
-        candidates.begin(), candidates.end(),
-        [](const release_candidate& a, const release_candidate& b) { return a.bytes > b.bytes; });
-  }
-  std::size_t released = 0;
-  std::size_t expected = gstats_.committed();  // after the spans picked so far are unmapped
-  span_batches spans;  // expandable: unmapped after the loop, one synchronization per stream
-  for (const release_candidate& c : candidates) {
-    if (c.bytes != 0 && expected <= target_reserved) continue;  // (empty segments always go)
-    if (c.seg->expandable()) {
-      expected -= pick_span(spans, c, expected > target_reserved ? expected - target_reserved : 0);
-    } else {
-      if (release_segment(*c.ss, c.seg)) released += c.bytes;
-      expected = gstats_.committed();
-    }
-  }
-  for (auto& [ss, picks] : spans) released += release_spans(*ss, picks);
-  // A pass towards a target (gc_threshold, trim) that found nothing to release is no flush.
-  if (released != 0 || !largest_first) {
-    gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
-  }
-  return released;
-}
-
-void engine::empty_cache() {
-  poll_pending(true);
-  release_cached(0, false);
-  if (draining_.load(std::memory_order_acquire) != 0) drain_released();
-}
-
-std::size_t engine::trim(std::size_t target_reserved_bytes) {
-  process_events();
-  const std::size_t drained = draining_.load(std::memory_order_acquire) != 0 ? drain_released() : 0;
-  if (gstats_.committed() <= target_reserved_bytes) return drained;
-  return drained + release_cached(target_reserved_bytes, true);
 }
 
 // --- pass-through mode -----------------------------------------------------------------------

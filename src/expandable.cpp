@@ -118,22 +118,6 @@ std::size_t engine::growth_bytes(std::size_t rounded, std::size_t seg_size) cons
   return expandable_ ? chunks_for(rounded, chunk_) * chunk_ : seg_size;
 }
 
-std::size_t engine::growth_mark() const {
-  // Fixed segments: gc_threshold. Expandable segments: also at most 2 % (plus a chunk) above
-  // the highest active bytes so far: memory the allocator never needed at its peak is not
-  // kept, so a growth past that mark first unmaps cached chunks (gc_threshold 0 turns both
-  // off).
-  if (!expandable_ || gc_bytes_ == 0) return gc_bytes_;
-  std::uint64_t peak = 0;
-  {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    peak = gstats_.peak(q_active, pool_count);
-  }
-  const std::size_t mark = peak + peak / 50;  // 2 % (docs/benchmarks.md)
-  const std::size_t rounded = chunks_for(mark, chunk_) * chunk_ + chunk_;
-  return std::min(rounded, gc_bytes_);
-}
-
 block* engine::grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded,
                            std::size_t requested, std::size_t seg_size, refusal* why) {
   if (expandable_) {
@@ -183,7 +167,7 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
     if (mapped != 0 && poison_) poison(g.span->addr, mapped);  // still invisible to others
     block* b = nullptr;
     {
-      all_streams_lock all(*this, &ss);
+      ceiling_lock all(*this, ss);
       block* m = attach(ss, g, mapped, maps, unmaps);
       if (mapped == want) {
         bool unused = false;
@@ -197,6 +181,7 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
       *why = r;
       return nullptr;
     }
+    policy_->on_growth(want);
     if (b != nullptr) return b;
     // Another thread of this stream took the free neighbour this growth extended: plan again
     // (from the third attempt on, without counting on neighbours).
@@ -264,7 +249,7 @@ std::size_t engine::map_span(const block* span, std::uint64_t& maps, std::uint64
 
 block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped,
                       std::uint64_t maps, std::uint64_t unmaps) {
-  // Every stream lock held: reserved bytes (and a new segment) may raise the peaks.
+  // Under a ceiling_lock: reserved bytes (and a new segment) may raise the peaks.
   segment* seg = g.seg;
   block* s = g.span;
   ss.stats.num_chunk_maps += maps;
@@ -276,6 +261,7 @@ block* engine::attach(stream_state& ss, const growth_span& g, std::size_t mapped
     d.d[q_segments] = 1;
     if (mapped != 0) {
       ss.link(seg);
+      if (!ss.release_listed) list_for_release(ss);  // its spans are for release passes
     } else {  // nothing mapped: it goes back at once (drop_fresh), its free counted with it
       stats_delta gone;
       gone.d[q_segments] = -1;
@@ -304,8 +290,9 @@ void engine::drop_fresh(stream_state& ss, segment* seg) {
   try {
     backend_->release_address_range(reinterpret_cast<void*>(seg->base), seg->range_size);
   } catch (...) {
-    all_streams_lock all(*this, &ss);
+    ceiling_lock all(*this, ss);
     ss.link(seg);
+    if (!ss.release_listed) list_for_release(ss);
     stats_delta d;
     d.d[q_segments] = -1;
     ss.stats.undo(seg->pool, d);

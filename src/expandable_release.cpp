@@ -23,16 +23,33 @@ bool engine::vm_allowed(stream_t stream) {
   return !capture_underway() && !backend_->is_capturing(stream);
 }
 
-void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out) const {
-  // Under ss.lock. Only free blocks of at least one chunk can cover a whole chunk.
+void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out,
+                           std::size_t budget) const {
+  // Under ss.lock. Only free blocks of at least one chunk can cover a whole chunk: from each
+  // free index the largest, until their whole chunks reach `budget` bytes; then all of them
+  // largest first (empty segments last).
+  const std::size_t first = out.size();
+  std::size_t found = 0;
   const auto add = [&](block* b) {
-    if (!b->seg->expandable()) return;
+    if (found >= budget) return false;
+    if (!b->seg->expandable()) return true;
     const std::uintptr_t lo = chunks_for(b->addr, chunk_) * chunk_;
     const std::uintptr_t hi = (b->addr + b->size) / chunk_ * chunk_;
-    if (hi > lo) out.push_back(release_candidate{&ss, b->seg, b, lo, hi - lo});
+    if (hi > lo) {
+      out.push_back(release_candidate{&ss, b->seg, b, lo, hi - lo});
+      found += hi - lo;
+    }
+    return true;
   };
-  for (const free_index& index : ss.index) index.for_each_from(chunk_, add);
-  ss.oversize.for_each_from(chunk_, add);
+  for (const free_index& index : ss.index) {
+    found = 0;
+    index.for_each_down(chunk_, add);
+  }
+  found = 0;
+  ss.oversize.for_each_down(chunk_, add);
+  std::stable_sort(
+      out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+      [](const release_candidate& a, const release_candidate& b) { return a.bytes > b.bytes; });
   for (segment* seg = ss.segments; seg != nullptr; seg = seg->next) {
     if (seg->expandable() && seg->size == 0 && seg->busy == 0) {
       out.push_back(release_candidate{&ss, seg, nullptr, seg->base, 0});
@@ -87,6 +104,7 @@ std::size_t engine::release_spans(stream_state& ss, const std::vector<release_ca
       d.d[q_reserved] = -static_cast<std::int64_t>(c.bytes);
       d.whole_free = live_zero ? -static_cast<std::int64_t>(c.bytes) : 0;
       ss.stats.apply(seg->pool, d.derive_inactive());
+      ss.sync();
       seg->size -= c.bytes;
       spans.push_back(unmap_span{seg, s, live_zero});
     }
@@ -117,16 +135,17 @@ std::size_t engine::release_spans(stream_state& ss, const std::vector<release_ca
   }
   std::vector<segment*> empty;
   {
-    std::optional<all_streams_lock> all;  // a restore raises the stats back
+    std::optional<ceiling_lock> all;  // a restore raises the stats back
     std::unique_lock<spinlock> one(ss.lock, std::defer_lock);
     if (restore) {
-      all.emplace(*this, &ss);
+      all.emplace(*this, ss);
     } else {
       one.lock();
     }
     for (std::size_t i = 0; i < spans.size(); ++i) restore_span(ss, spans[i], unmapped[i]);
     ss.stats.num_chunk_unmaps += chunks;
     empty = unlink_empty(ss);
+    ss.sync();
   }
   release_room(*ss.pool, released);
   release_ranges(ss, empty);
@@ -189,7 +208,7 @@ void engine::release_ranges(stream_state& ss, const std::vector<segment*>& empty
     try {
       backend_->release_address_range(reinterpret_cast<void*>(seg->base), seg->range_size);
     } catch (...) {
-      all_streams_lock all(*this, &ss);  // the segment count rises back
+      ceiling_lock all(*this, ss);  // the segment count rises back
       stats_delta d;
       d.d[q_segments] = -1;
       ss.stats.undo(seg->pool, d);

@@ -175,11 +175,17 @@ stream_state& engine::state_of(pool_record& pool, stream_t stream) {
       slot->pool = &pool;
       slot->peaks = &pool.peaks;
     } else {
+      const std::size_t states = state_list_.size() + parked_.size() + 1;
+      ledger_.reserve(states * (1 + thread_cache::lane_count));
+      {
+        std::lock_guard<std::mutex> idle_lock(idle_mutex_);
+        release_states_.reserve(states);
+      }
       const bool seen = std::any_of(registry_.begin(), registry_.end(), [stream](const auto& e) {
         return e.first.stream == stream && e.second != nullptr;  // (not the new, empty slot)
       });
       if (!seen) streams_seen_.fetch_add(1, std::memory_order_relaxed);  // num_streams
-      slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks);
+      slot = std::make_unique<stream_state>(stream, &pool, &pool.peaks, &ledger_);
     }
     tc_attach(*slot, pool);  // (a parked state comes from a retired pool: it has no lanes)
     state_list_.push_back(slot.get());

@@ -112,12 +112,14 @@ block* engine::grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t
     return got != nullptr;
   };
   poll_pending(true);  // (does nothing while a capture may be under way)
+  tc_flush();          // blocks in thread-cache lanes keep their segments live
   if ((got = take_all_locked(ss, pool, rounded, requested)) != nullptr) return got;
-  return relieve(p, seg_size, why, attempt, reason) ? got : nullptr;
+  return relieve(p, seg_size, why, attempt, reason, &ss) ? got : nullptr;
 }
 
 bool engine::relieve(pool_record& p, std::size_t want, const refusal& why,
-                     const std::function<bool()>& attempt, const char** reason) {
+                     const std::function<bool()>& attempt, const char** reason,
+                     stream_state* first) {
   bool tried = false;  // an attempt since the last release
   const auto retry = [&]() -> bool {
     tried = true;
@@ -125,7 +127,7 @@ bool engine::relieve(pool_record& p, std::size_t want, const refusal& why,
   };
   // Releases cached segments of `q`, largest first, `want` bytes at a time, retrying.
   const auto drain = [&](pool_record* q, bool above_guarantee) -> bool {
-    while (release_free_segments({q}, above_guarantee, 0, want) != 0) {
+    while (release_free_segments({q}, above_guarantee, 0, want, first) != 0) {
       if (retry()) return true;
     }
     return false;
@@ -194,71 +196,21 @@ std::vector<pool_record*> engine::pools_where(bool (*pick)(const pool_record&, c
   return out;
 }
 
-std::size_t engine::release_free_segments(const std::vector<pool_record*>& from,
-                                          bool above_guarantee, std::size_t target,
-                                          std::size_t want) {
-  if (from.empty()) return 0;
+void engine::gc_release(stream_state& requester, std::size_t target) {
+  // Near the limit (the release policy's advice): cached memory of released and lower-priority
+  // pools, then of the requester's priority (its own stream first), only as much as needed.
+  std::vector<pool_record*> from = pools_where(below, *requester.pool);
+  for (pool_record* q : pools_where(level, *requester.pool)) from.push_back(q);
+  if (from.empty()) return;
   std::lock_guard<std::mutex> release_lock(release_mutex_);
-  tc_flush();  // blocks in thread caches keep their segments live
-  struct candidate {
-    release_candidate c;  // a fixed segment with no live block, or a span of free chunks
-    std::size_t rank;     // position of its pool in `from`
-  };
-  std::vector<candidate> candidates;
-  std::vector<release_candidate> spans;
-  for (stream_state* ss : states()) {
-    const bool vm = expandable_ && vm_allowed(ss->stream);
-    std::lock_guard<spinlock> lock(ss->lock);  // (a state's pool changes only when it is empty)
-    const auto at = std::find(from.begin(), from.end(), ss->pool);
-    if (at == from.end()) continue;
-    const auto rank = static_cast<std::size_t>(at - from.begin());
-    for (segment* seg = ss->segments; seg != nullptr; seg = seg->next) {
-      if (!seg->expandable() && seg->first->state == block_state::free && seg->first->whole()) {
-        candidates.push_back(candidate{{ss, seg, nullptr, seg->base, seg->size}, rank});
-      }
-    }
-    if (vm && !ss->pool->pinned()) {
-      spans.clear();
-      collect_spans(*ss, spans);
-      for (const release_candidate& c : spans) candidates.push_back(candidate{c, rank});
-    }
-  }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const candidate& a, const candidate& b) {
-                     return a.rank != b.rank ? a.rank < b.rank : a.c.bytes > b.c.bytes;
-                   });
-  std::size_t released = 0;
-  std::size_t picked = 0;  // bytes of spans picked, unmapped after the loop
-  span_batches batches;
-  for (const candidate& k : candidates) {
-    const std::size_t expected = gstats_.committed() - picked;
-    if ((target != 0 && expected <= target) || (want != 0 && released + picked >= want)) break;
-    pool_record& q = *k.c.ss->pool;
-    std::size_t room = k.c.bytes;  // what may go while the pool keeps its guarantee
-    if (above_guarantee) {
-      const std::size_t held = q.committed.load(std::memory_order_relaxed);
-      room = held > q.options.guarantee ? std::min(room, held - q.options.guarantee) : 0;
-    }
-    if (k.c.seg->expandable()) {
-      std::size_t over = room;
-      if (want != 0) over = std::min(over, want - released - picked);
-      if (target != 0) over = std::min(over, expected - target);
-      if (over != 0) picked += pick_span(batches, k.c, over);
-    } else if (room == k.c.bytes && release_segment(*k.c.ss, k.c.seg)) {
-      released += k.c.bytes;
-    }
-  }
-  for (auto& [ss, picks] : batches) released += release_spans(*ss, picks);
+  if (!policy_->settings().adaptive) tc_flush();  // eager: as before the policy
+  release_bounds b;
+  b.target = target;
+  b.history = true;
+  const std::size_t released = release_pass(from, &requester, b);
   if (released != 0) gstats_.num_flushes.fetch_add(1, std::memory_order_relaxed);
-  return released;
-}
-
-void engine::gc_release(const pool_record& requester, std::size_t target) {
-  // Near the limit: cached segments of released and lower-priority pools, then of the
-  // requester's priority, largest first within each pool, only as many as needed.
-  std::vector<pool_record*> from = pools_where(below, requester);
-  for (pool_record* q : pools_where(level, requester)) from.push_back(q);
-  release_free_segments(from, false, target, 0);
+  gstats_.num_gc_syncs.fetch_add(b.syncs, std::memory_order_relaxed);
+  policy_->on_release_pass();
 }
 
 // --- released pools --------------------------------------------------------------------------
@@ -271,7 +223,7 @@ std::size_t engine::drain_released() {
   }
   const std::vector<pool_record*> dead = pools_where(released_only, *any);
   if (dead.empty()) return 0;
-  const std::size_t released = release_free_segments(dead, false, 0, 0);
+  const std::size_t released = release_free_segments(dead, false, 0, 0, nullptr);
   for (pool_record* p : dead) retire_if_empty(*p);
   return released;
 }
@@ -292,6 +244,7 @@ void engine::retire_if_empty(pool_record& pool) {
     {
       std::lock_guard<spinlock> state_lock(ss->lock);
       pool.retired_totals.absorb(ss->stats);
+      ledger_.forget(*ss);
       ss->stats = stream_stats{};
     }
     auto node = registry_.extract(state_key{&pool, ss->stream});

@@ -88,8 +88,13 @@ bool engine::tc_evict(stream_state& ss, tc_lane& l) {
   if (b != nullptr) {
     const auto p = static_cast<std::size_t>(b->seg->pool);
     const std::uint64_t moved = l.stats.give(q_inactive, p, b->size, ss.stats);
+    // Its segment's last live block (unmarked: evict_oldest keeps a marked segment's last)
+    // leaves the segment wholly free: counted through, so that cumulative totals never go back.
+    const std::size_t through = b->seg->live == 1 ? b->size : 0;
+    const auto addr = b->addr;  // free_block may merge `b` away
     if (free_block(ss, b, false, &l)) {
-      map_.erase(b->addr);  // before the stream can hand it out again
+      ss.stats.count_through(q_inactive, p, through);
+      map_.erase(addr);  // before the stream can hand it out again
       for (const std::size_t q : {q_allocated, q_requested, q_active, q_allocations}) {
         ss.stats.give(q, p, l.stats.deficit(q, p, 0), l.stats);
       }
@@ -138,7 +143,15 @@ bool engine::tc_flush_locked(const all_streams_lock& all, const stream_state* on
     }
     for (block* b : out) {
       map_.erase(b->addr);
+      // The last block of a segment that was not marked (one being mapped or unmapped) leaves
+      // it wholly free: counted through, so that cumulative totals never go back.
+      const segment* seg = b->seg;
+      const auto p = static_cast<std::size_t>(seg->pool);
+      const bool marked =
+          std::any_of(last.begin(), last.end(), [seg](const auto& m) { return m.first == seg; });
+      const std::size_t through = seg->live == 1 && !marked ? b->size : 0;
       free_block(*ss, b, true);  // every stream is locked: ceilings are set again after
+      ss->stats.count_through(q_inactive, p, through);
     }
     any |= !out.empty();
     out.clear();
@@ -195,7 +208,7 @@ void engine::tc_view(const std::vector<const stream_state*>& list, memory_stats&
 
 void engine::tc_attach(stream_state& ss, pool_record& pool) {
   if (tc_on_ && pool.id == default_pool && !ss.tcache) {
-    ss.tcache = std::make_unique<thread_cache>(&pool.peaks);
+    ss.tcache = std::make_unique<thread_cache>(&pool.peaks, &ledger_);
   }
 }
 

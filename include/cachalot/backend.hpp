@@ -113,10 +113,11 @@ class device_backend {
   //  - A range is address space only: nothing is mapped in it when reserved, it costs no
   //    device memory, and the device may access none of it until chunks are mapped.
   //  - map_chunk(addr, bytes) creates ONE physical allocation of `bytes` and maps it at
-  //    [addr, addr + bytes), readable and writable by the backend's device (and by the peer devices the backend was given). The span lies inside
-  //    one reserved range and overlaps no mapped chunk. The chunk counts against the device's
-  //    memory (memory_info().free), like a segment. Its content is unspecified when mapped and
-  //    persists until it is unmapped. Out of device memory: returns false with nothing mapped.
+  //    [addr, addr + bytes), readable and writable by the backend's device (and by the peer devices
+  //    the backend was given). The span lies inside one reserved range and overlaps no mapped
+  //    chunk. The chunk counts against the device's memory (memory_info().free), like a segment.
+  //    Its content is unspecified when mapped and persists until it is unmapped. Out of device
+  //    memory: returns false with nothing mapped.
   //  - unmap_chunk(addr, bytes) takes back exactly one earlier map_chunk, the same addr and
   //    bytes: chunks are never split or merged (CUDA cannot unmap part of a mapping). The
   //    physical memory is freed; the range stays reserved and the span can be mapped again. The

@@ -137,6 +137,9 @@ typedef struct cachalot_stats {
   cachalot_device_call call_copy;          /**< pinned host <-> device copies */
   cachalot_device_call call_host_alloc;    /**< cuMemHostAlloc (pinned host memory) */
   cachalot_device_call call_host_free;     /**< cuMemFreeHost */
+  /** device synchronizations made by releases before a growth (gc_threshold, the expandable
+   *  release mark), outside any out-of-memory retry, empty_cache or trim */
+  uint64_t num_gc_syncs;
   /* The sleep and wake of memory pools (cachalot_pool_sleep, cachalot_pool_wake): the sums over
    * the allocator's pools, or one pool's own (cachalot_pool_get_stats). Times are device time,
    * modeled or measured as device_timing says. */

@@ -11,9 +11,10 @@
 // small_size, ...) also take bare byte counts. Booleans: 0/1, true/false, on/off, yes/no.
 // PyTorch's keys max_split_size_mb (MiB), garbage_collection_threshold, expandable_segments and
 // roundup_power2_divisions are accepted with PyTorch's meaning. Durations (the cost_* keys of
-// the device cost model) need a unit: ns, us, ms or s ("1.5us"); only a bare 0 has none. An unknown key (with a "did you
-// mean"), a missing value, a bad unit, a negative or overflowing number, a key given twice and a
-// broken relation between keys are each an invalid_argument naming the key and the value.
+// the device cost model) need a unit: ns, us, ms or s ("1.5us"); only a bare 0 has none. An unknown
+// key (with a "did you mean"), a missing value, a bad unit, a negative or overflowing number, a key
+// given twice and a broken relation between keys are each an invalid_argument naming the key and
+// the value.
 #pragma once
 
 #include <array>
@@ -32,6 +33,13 @@ enum class backend_kind : std::uint8_t {
   automatic,  ///< CUDA where a device exists, else the simulated device
   cuda,       ///< the CUDA runtime (fails where no device or no CUDA support is built in)
   simulated,  ///< the simulated device
+};
+
+/// When an allocator gives cached memory back and keeps large blocks whole (config key
+/// `release_policy`; docs/design.md, "Release policy").
+enum class release_mode : std::uint8_t {
+  adaptive,  ///< frugal while memory is plentiful, tight once in-use memory nears the limit
+  eager,     ///< always tight: max_split_size and gc_threshold apply at every growth
 };
 
 /// Every tunable of an allocator. Defaults follow the well-known PyTorch layout: 512 B
@@ -93,6 +101,19 @@ struct config {
   /// Like PyTorch's garbage_collection_threshold, it keeps reserved memory close to what is in
   /// use when memory is tight.
   double gc_threshold = 0.9;
+
+  /// key `release_policy`: `adaptive` (the default) applies max_split_size and gc_threshold
+  /// (with expandable segments: unmaps cached chunks before a growth) only once the high-water
+  /// mark of in-use bytes has passed `pressure_threshold` of the memory limit (or of the
+  /// device); before that the cache keeps what it has and splits every block, so a job that
+  /// fits makes as few device calls as a cache that never releases. `eager` applies them at
+  /// every growth. Either way a growth the device or the limit refuses releases cached memory
+  /// and retries.
+  release_mode release_policy = release_mode::adaptive;
+  /// key `pressure_threshold`: with `release_policy:adaptive`, the fraction of the memory limit
+  /// (or of the device) in-use bytes must have exceeded for the policy to turn tight, in (0, 1];
+  /// 1 keeps it relaxed unless in-use bytes exceed the whole limit (never).
+  double pressure_threshold = 0.9;
 
   /// Number of request-size intervals of `roundup_power2_divisions`: [0, 2 MiB), [2, 4 MiB),
   /// [4, 8 MiB), ..., [16, 32 GiB), [32 GiB, ...), as in PyTorch.

@@ -115,6 +115,11 @@ struct memory_stats {
   /// sharing its backend with others sees theirs too), are never reset by reset_peak_stats, and
   /// are read just after the byte stats (not under the allocator's locks).
   device_call_stats device;
+  /// Device synchronizations made by releases before a growth (gc_threshold and the
+  /// expandable release mark, which the release policy applies once memory is tight): each
+  /// segment they freed implies one, each stream synchronized before an unmap is one. None of
+  /// an out-of-memory retry, empty_cache or trim is counted here.
+  std::uint64_t num_gc_syncs = 0;
   /// The sleep and wake of memory pools. While a pool sleeps its blocks stay allocated with no
   /// memory mapped behind them, so allocated_bytes may exceed reserved_bytes by up to
   /// sleep.bytes_asleep.

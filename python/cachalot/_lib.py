@@ -101,6 +101,8 @@ DEVICE_CALLS = ("segment_alloc", "segment_free", "range_reserve", "range_release
                 "chunk_map", "chunk_access", "chunk_unmap", "chunk_release", "event_create",
                 "event_record", "event_query", "event_sync", "stream_sync", "device_sync", "copy",
                 "host_alloc", "host_free")
+# Counters after the device calls (appended later).
+TRAILING = ("num_gc_syncs",)
 # The sleep and wake of memory pools (cachalot_pool_sleep), after the device calls.
 SLEEP_FIELDS = ("sleep_pools_asleep", "sleep_bytes_asleep", "sleep_bytes_offloaded",
                 "sleep_bytes_held", "sleep_num_sleeps", "sleep_num_pressure_sleeps",
@@ -115,6 +117,7 @@ class Stats(ctypes.Structure):
     _fields_ = ([("size", ctypes.c_uint64)] + [(q, PoolStats) for q in POOL_QUANTITIES] +
                 [(c, ctypes.c_uint64) for c in COUNTERS] +
                 [("call_" + k, DeviceCall) for k in DEVICE_CALLS] +
+                [(c, ctypes.c_uint64) for c in TRAILING] +
                 [(f, ctypes.c_uint64) for f in SLEEP_FIELDS])
 
     def filled(self, field):

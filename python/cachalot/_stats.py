@@ -62,7 +62,7 @@ def to_dict(s):
             call = getattr(s, "call_" + kind)
             out[f"cachalot.call_{kind}.calls"] = call.calls
             out[f"cachalot.call_{kind}.ns"] = call.ns
-    for field in _lib.SLEEP_FIELDS:
+    for field in _lib.TRAILING + _lib.SLEEP_FIELDS:
         if s.filled(field):
             out[f"cachalot.{field}"] = getattr(s, field)
     return collections.OrderedDict(sorted(out.items()))

@@ -32,6 +32,7 @@ def expected_keys():
              "max_split_size"}
     keys |= {f"cachalot.{c}" for c in COUNTERS}
     keys |= {f"cachalot.call_{k}.{m}" for k in DEVICE_CALLS for m in ("calls", "ns")}
+    keys |= {"cachalot.num_gc_syncs"}
     keys |= {f"cachalot.{f}" for f in SLEEP}
     return keys
 

@@ -4,7 +4,8 @@
 // per stream and memory pool (detail/pool.hpp), segments tiled by blocks and a segregated-fit
 // free index per size class; a sharded pointer map finds a block from its address; a stats
 // tracker counts everything. Routes (pool.cpp) decide which pool's state of a stream an
-// allocation uses; the thread-local cache below remembers the answer until routes change.
+// allocation uses (detail/stream_registry.hpp caches the answer per thread). What to release
+// and when large blocks stay whole is the release policy's (detail/release_policy.hpp).
 //
 // Hot path (inline, in engine_hot.hpp, engine_blocks.hpp and engine_lanes.hpp): allocate =
 // thread-local stream lookup, then a hit in the thread's lane of the stream's thread cache
@@ -12,25 +13,12 @@
 // index lookup, maybe a split, a stats update, a map insert. deallocate = a lock-free map
 // lookup and the block's `released` flag, then the thread's lane, else a map erase, one stream
 // lock, coalescing, a stats update. Neither calls the backend.
-// Cold paths (engine_slow.cpp): growth, pending events, out-of-memory release-and-retry, cache
-// release, error formatting, snapshots.
-// Checked mode (config debug:1, checked.cpp): every free is validated before anything changes
-// (double, foreign, interior, sized frees with a wrong size) and, on host-accessible memory,
-// free bytes are poisoned and checked when handed out again. Pass-through mode (caching:0) and
-// checked mode share one out-of-line free path, so the default hot path pays one branch each
-// way, as tracing does.
+// Cold paths: growth and out of memory (engine_slow.cpp, pool_reclaim.cpp), releases
+// (release.cpp), pending events (deferred_free.cpp), snapshots and stats (engine.cpp).
+// Checked mode (config debug:1, checked.cpp) and pass-through mode (caching:0) share one
+// out-of-line free path, so the default hot path pays one branch each way, as tracing does.
 //
-// Locks, in the order they are taken: the capture fence (detail/capture.hpp; shared around
-// device calls a capture may forbid, exclusive only with no engine lock held), release_mutex_
-// (serializes the deletion of segments), stats_mutex_, registry_mutex_ (shared; also guards
-// pools and routes), stream spinlocks, then leaves (pointer-map shards, events_mutex_,
-// budget_mutex_). A thread holds one stream lock on the hot path; only all_streams_lock (stats
-// and snapshot reads, a new segment, a change that crosses a stats ceiling) holds every stream
-// lock (and each one's thread-cache lanes after it), in registry order, under stats_mutex_.
-// A lane is taken after its stream's lock: a stream operation in a segment a lane owns takes
-// that lane; a hot path in a lane only tries others (a sibling, its stream) and, holding its
-// stream's lock so got, may take the lane owning an evicted block's segment. pending_mutex_
-// is never held with a stream lock.
+// Locks and the order they are taken in: detail/all_streams_lock.hpp.
 #pragma once
 
 #include <array>
@@ -53,8 +41,10 @@
 #include "detail/block.hpp"
 #include "detail/capture.hpp"
 #include "detail/expandable.hpp"
+#include "detail/peak_ledger.hpp"
 #include "detail/pointer_map.hpp"
 #include "detail/pool.hpp"
+#include "detail/release_policy.hpp"
 #include "detail/reserve_arena.hpp"
 #include "detail/stats_tracker.hpp"
 #include "detail/stream_registry.hpp"
@@ -148,9 +138,8 @@ class engine {
   struct pending_free {
     block* b;
     std::vector<event_t> events;
-    /// Streams whose events are still to be recorded: the free came while a capture may have
-    /// been under way (an event recorded then could belong to the capture), so they are
-    /// recorded by the first poll after every capture ended.
+    /// Streams whose events are still to be recorded (the free came while a capture may have
+    /// been under way): the first poll after every capture ended records them.
     std::vector<stream_t> unrecorded;
   };
 
@@ -165,13 +154,11 @@ class engine {
   /// The free of claimed block `b` of an asleep segment (pool_sleep.cpp): no device call.
   [[gnu::noinline]] void free_asleep(block* b, stream_t last_used);
   friend class sleeper;
-
   // --- thread cache: inline in detail/engine_lanes.hpp, cold parts in thread_cache.cpp ---
   /// A block of lane `l` (of `ss`) for `rounded` bytes, or nullptr.
   block* tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std::size_t rounded,
                  std::size_t requested);
-  /// Caches `b` (won by this free) in the calling thread's lane if it may; false: free it the
-  /// ordinary way.
+  /// Caches `b` (won by this free) in the calling thread's lane if it may; false: not cached.
   bool tc_put(block* b, stream_t stream, bool on_stream);
 
   std::size_t round_up(std::size_t bytes) const noexcept {
@@ -209,8 +196,8 @@ class engine {
   }
 
   /// Under ss.lock: takes a cached block of `rounded` bytes, or returns nullptr: no block fits,
-  /// or (`*over_ceiling` set) taking it would cross a stats ceiling and must be redone with
-  /// every stream locked. `forced` (every stream locked) applies the stats unconditionally.
+  /// or (`*over_ceiling` set) taking it would cross a stats ceiling: redo under a ceiling_lock
+  /// with `forced`, which applies the stats unchecked.
   block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
                      bool forced, bool* over_ceiling);
   /// Under ss.lock: hands out free block `b` (still in the free structures) for `rounded`
@@ -223,7 +210,7 @@ class engine {
   /// live block, else 0.
   static std::size_t whole_after_free(const block* b) noexcept;
   /// Under ss.lock: frees an allocated block (not deferred). False, with nothing changed, if its
-  /// stats would cross a ceiling (then redo with `forced`, every stream locked). `held`: a lane
+  /// stats would cross a ceiling (then redo with `forced` under a ceiling_lock). `held`: a lane
   /// the caller has locked.
   bool free_block(stream_state& ss, block* b, bool forced, const tc_lane* held = nullptr);
   bool should_split(const block* b, std::size_t rounded) const noexcept;
@@ -236,9 +223,16 @@ class engine {
   /// Under ss.lock: frees an allocated or pending block, coalescing it with free neighbours.
   /// (Whether that leaves the segment wholly free is known beforehand: whole_after_free.)
   void release_block(stream_state& ss, block* b);
+  /// Under ss.lock: fixed segment `seg` has no live block and is not indexed: index it.
+  [[gnu::noinline]] void note_idle(stream_state& ss, segment* seg);
+  /// Under ss.lock: takes `seg` out of its pool's idle index if it is in.
+  void unindex(stream_state& ss, segment* seg);
+  /// Under ss.lock: puts `ss` (with expandable segments) on the list release passes visit.
+  [[gnu::noinline]] void list_for_release(stream_state& ss);
 
-  /// Holds the stats mutex and every stream lock (detail/all_streams_lock.hpp).
+  // The stats mutex with every stream lock, or with one state's (all_streams_lock.hpp).
   class all_streams_lock;
+  class ceiling_lock;
 
   // --- thread cache, cold parts (thread_cache.cpp) ---
   [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
@@ -300,9 +294,11 @@ class engine {
   event_t acquire_event();
   void recycle_event(event_t e) noexcept;
   std::size_t release_cached(std::size_t target_reserved, bool largest_first);
+  /// One release pass (release.cpp), release_mutex_ held: see release_free_segments.
+  std::size_t release_pass(const std::vector<pool_record*>& from, stream_state* first,
+                           release_bounds& bounds);
   // --- expandable segments (expandable.cpp) ---
   std::size_t growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept;
-  std::size_t growth_mark() const;
   block* grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
                      std::size_t seg_size, refusal* why);
   block* grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
@@ -314,7 +310,8 @@ class engine {
                 std::uint64_t unmaps);
   void drop_fresh(stream_state& ss, segment* seg);
   bool device_has(std::size_t bytes);
-  void collect_spans(stream_state& ss, std::vector<release_candidate>& out) const;
+  void collect_spans(stream_state& ss, std::vector<release_candidate>& out,
+                     std::size_t budget) const;
   std::size_t pick_span(span_batches& spans, release_candidate c, std::size_t over);
   std::string mapped_note() const;
   std::size_t release_spans(stream_state& ss, const std::vector<release_candidate>& picks);
@@ -334,7 +331,7 @@ class engine {
   void* carve_reserve(pool_record& pool, std::size_t bytes);
   void return_segment(pool_record& pool, std::uintptr_t base, std::size_t size, bool* to_reserve);
   void cap_idle(stream_state& ss) noexcept;
-  std::size_t release_idle(std::size_t bytes);
+  std::size_t release_idle(stream_state& ss, std::size_t bytes);
   block* retry_after_oom_callback(stream_state& ss, pool_kind pool, std::size_t rounded,
                                   std::size_t requested);
   bool quiet_oom() const noexcept;
@@ -355,19 +352,18 @@ class engine {
   block* grow_under_pressure(stream_state& ss, pool_kind pool, std::size_t rounded,
                              std::size_t requested, std::size_t seg_size, refusal why,
                              const char** reason);
-  /// The reclaim order (pool_reclaim.cpp) for `p`, refused (`why`, which `attempt` updates)
-  /// `want` bytes: releases and sleeps, each followed by `attempt` until it returns true.
+  /// The reclaim order (pool_reclaim.cpp) for `p`, refused (`why`) `want` bytes: releases and
+  /// sleeps (`first`'s spans first), each followed by `attempt` until it returns true.
   bool relieve(pool_record& p, std::size_t want, const refusal& why,
-               const std::function<bool()>& attempt, const char** reason);
-  /// Releases wholly free cached segments of the pools `from`, pool by pool in that order,
-  /// largest first, until committed() <= target or `want` bytes were released (0: no such
-  /// bound); `above_guarantee`: only as far as each pool keeps its guarantee. Returns the bytes
-  /// released.
+               const std::function<bool()>& attempt, const char** reason,
+               stream_state* first = nullptr);
+  /// Releases idle segments and free spans of `from` (release.cpp: release_pass), until
+  /// committed() <= target or `want` bytes went (0: no bound). Lanes are not drained.
   std::size_t release_free_segments(const std::vector<pool_record*>& from, bool above_guarantee,
-                                    std::size_t target, std::size_t want);
+                                    std::size_t target, std::size_t want, stream_state* first);
   std::vector<pool_record*> pools_where(bool (*pick)(const pool_record&, const pool_record&),
                                         const pool_record& requester) const;
-  void gc_release(const pool_record& requester, std::size_t target);
+  void gc_release(stream_state& requester, std::size_t target);
   std::size_t drain_released();
   void retire_if_empty(pool_record& pool);
   void end_all_routes() noexcept;
@@ -384,15 +380,13 @@ class engine {
   std::size_t large_split_remainder_;
   std::size_t max_request_;
   std::size_t memory_limit_;
-  std::size_t gc_bytes_;  // reserved bytes above which growth first releases cached segments
   std::size_t device_total_;
   bool caching_;
   bool expandable_ = false;                      ///< expandable segments (config and caching on)
   std::size_t chunk_ = 0;                        ///< expandable segments: bytes per mapped chunk
   std::size_t range_bytes_ = 0;                  ///< expandable segments: address space per segment
   std::size_t band_split_[pool_count] = {0, 0};  ///< see band_of
-  // Checked mode (config.debug) and its use-after-free detection (poison_: checked mode on
-  // host-accessible memory). Each hot path pays one branch on one of the two flags below.
+  // Checked mode (config.debug), poison_: its use-after-free checks on host-accessible memory.
   bool debug_;
   bool poison_;
   bool slow_free_;                 ///< !caching_ || debug_: frees go through deallocate_slow
@@ -406,9 +400,12 @@ class engine {
   mutable std::vector<tc_held> tc_scratch_;  ///< settle_marks' list (under stats_mutex_)
   std::size_t max_cached_;
   std::unique_ptr<reserve_arena> arena_;  ///< the reserve, when configured
+  /// When to release and when the oversize rule applies (detail/release_policy.hpp).
+  std::unique_ptr<release_policy> policy_;
 
   pointer_map map_;
   mutable global_stats gstats_;
+  mutable peak_ledger ledger_;      // granted ceilings and slack lists (detail/peak_ledger.hpp)
   mutable std::mutex stats_mutex_;  // peaks and ceilings; taken before any stream lock
   std::unique_ptr<trace_writer> tracer_;
 
@@ -436,6 +433,8 @@ class engine {
   std::mutex events_mutex_;
   std::vector<event_t> free_events_;
   std::mutex release_mutex_;
+  std::mutex idle_mutex_;  ///< release_states_: states with expandable segments, for releases
+  std::vector<stream_state*> release_states_;
   std::mutex oom_mutex_;  // the out-of-memory callback (a leaf; never held while it runs)
   std::function<bool(std::size_t, stream_t)> oom_callback_;
   unsigned oom_retries_ = 0;

@@ -2,7 +2,8 @@
 // split it, free it and coalesce it with its neighbours, keep the free indexes (and the
 // oversize set) in step. Invariants: a free block is in exactly one free structure of its
 // segment's band; adjacent free blocks never stay apart; a segment's `live` counts its
-// allocated and pending blocks. Included by detail/engine.hpp after the engine class.
+// allocated and pending blocks; a fixed segment whose count drops to 0 is in its pool's idle
+// index (detail/idle_index.hpp). Included by detail/engine.hpp after the engine class.
 #pragma once
 
 #include "detail/engine.hpp"
@@ -37,8 +38,17 @@ inline block* engine::take_cached(stream_state& ss, pool_kind pool, std::size_t 
   if (!caching_) [[unlikely]]
     return nullptr;
   const bool oversize = rounded >= max_split_size_;
-  block* b = oversize ? find_oversize(ss, rounded) : ss.index[band_of(pool, rounded)].find(rounded);
-  if (b == nullptr) return nullptr;
+  const std::size_t band = band_of(pool, rounded);
+  block* b = oversize ? find_oversize(ss, rounded) : ss.index[band].find(rounded);
+  if (b == nullptr) [[unlikely]] {
+    // Without the oversize rule (a relaxed release policy) an oversize block of the band may
+    // be split for a smaller request: the index of blocks above max_split_size is the rest of
+    // the band's index.
+    if (oversize || band != stream_state::band_count - 1 || ss.oversize.count() == 0)
+      return nullptr;
+    b = ss.oversize.find(rounded);
+    if (b == nullptr || b->size >= policy_->split_limit()) return nullptr;
+  }
   return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
 }
 
@@ -60,6 +70,7 @@ inline block* engine::claim(stream_state& ss, block* b, pool_kind pool, std::siz
 
 inline block* engine::hand_out(stream_state& ss, block* b, std::size_t split_at,
                                std::size_t requested) {
+  ss.sync();  // (lists the state with the peak ledger where its stats gained room)
   ++b->seg->live;
   remove_free(ss, b);
   if (split_at != 0) split(ss, b, split_at);
@@ -86,6 +97,7 @@ inline bool engine::free_block(stream_state& ss, block* b, bool forced, const tc
   if (!ss.stats.try_free(pool, b->size, b->requested, whole, !forced)) [[unlikely]] {
     return false;
   }
+  ss.sync();
   ++ss.stats.num_frees;
   release_block(ss, b);
   return true;
@@ -99,7 +111,8 @@ inline bool engine::should_split_size(pool_kind pool, std::size_t size,
                                       std::size_t rounded) const noexcept {
   const std::size_t remaining = size - rounded;
   if (pool == pool_kind::small) return remaining >= small_split_remainder_;
-  return size < max_split_size_ && remaining > large_split_remainder_;
+  return (size < max_split_size_ || size < policy_->split_limit()) &&
+         remaining > large_split_remainder_;
 }
 
 inline void engine::split(stream_state& ss, block* b, std::size_t rounded) {
@@ -139,7 +152,9 @@ inline block* engine::coalesce_free(stream_state& ss, block* b) {
 
 inline void engine::release_block(stream_state& ss, block* b) {
   b->requested = 0;
-  --b->seg->live;
+  segment* seg = b->seg;
+  if (--seg->live == 0 && !seg->indexed && !seg->expandable()) [[unlikely]]
+    note_idle(ss, seg);
   coalesce_free(ss, b);
 }
 

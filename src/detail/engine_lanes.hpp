@@ -41,9 +41,10 @@ inline bool engine::tc_put(block* b, stream_t stream, bool on_stream) {
     return false;
   tc_lane::put_result r = l.put(b, tc_capacity_, false);
   // Full: the lane's oldest block makes room, freed on its stream before the lane is unlocked
-  // (not when tracing: the trace has its free already, the stream path would trace it again).
+  // (tracing too: the trace has that block's free from its put, and tc_evict traces nothing,
+  // so a recorded run caches what an unrecorded one does and its replay matches).
   bool evicted = false;
-  if (r == tc_lane::put_result::full && !tracer_ && tc_evict(ss, l)) [[unlikely]] {
+  if (r == tc_lane::put_result::full && tc_evict(ss, l)) [[unlikely]] {
     evicted = true;
     r = l.put(b, tc_capacity_, false);
   }

@@ -96,6 +96,25 @@ class free_index {
     }
   }
 
+  /// Calls `fn(block*)` for free blocks from the highest bucket down to that of `size` (the
+  /// blocks of one bucket in list order) until it returns false: largest first, to a bucket's
+  /// precision (cold paths; `fn` must not change the index).
+  template <class Fn>
+  void for_each_down(std::size_t size, Fn&& fn) const {
+    const unsigned first = mapping(size).fl;
+    for (std::uint64_t fl_map = fl_bitmap_ & (~std::uint64_t{0} << first); fl_map != 0;) {
+      const unsigned f = 63u - static_cast<unsigned>(std::countl_zero(fl_map));
+      fl_map &= ~(std::uint64_t{1} << f);
+      for (std::uint32_t sl_map = sl_bitmap_[f]; sl_map != 0;) {
+        const unsigned s = 31u - static_cast<unsigned>(std::countl_zero(sl_map));
+        sl_map &= ~(std::uint32_t{1} << s);
+        for (block* b = heads_[f][s]; b != nullptr; b = b->free_next) {
+          if (!fn(b)) return;
+        }
+      }
+    }
+  }
+
   /// Number of free blocks.
   std::size_t count() const noexcept { return count_; }
   /// Bytes in free blocks.

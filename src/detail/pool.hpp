@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "cachalot/pool.hpp"
+#include "detail/idle_index.hpp"
+#include "detail/spinlock.hpp"
 #include "detail/stats_tracker.hpp"
 
 namespace cachalot::detail {
@@ -39,6 +41,10 @@ struct pool_record {
   /// Bytes in the pool's segments plus segments being allocated (written under the engine's
   /// budget mutex, read anywhere).
   std::atomic<std::size_t> committed{0};
+
+  /// Fixed segments of the pool that became idle, by size (detail/idle_index.hpp): idle_lock.
+  spinlock idle_lock;
+  idle_index idle;
 
   // Stats: the engine's stats mutex, except the atomics.
   pool_peaks peaks;             ///< the pool's peaks

@@ -7,7 +7,8 @@
 //    `size` counts the mapped bytes, which are what it reserves.
 // Invariants (under the owner's lock): `live` is the number of allocated and pending blocks, so
 // that "the segment holds no live block" (its free bytes are then not inactive-split, and a
-// fixed segment can be released) is known in O(1) on the hot path; every boundary between
+// fixed segment can be released) is known in O(1) on the hot path, and a fixed segment whose
+// count drops to 0 enters its owner's idle index; every boundary between
 // mapped and unmapped memory is a chunk boundary; `holes` indexes exactly the unmapped blocks
 // that are not busy, never two adjacent; a busy block is a span being mapped or unmapped, which
 // no other operation touches, and `busy` counts them (a segment with busy spans is never
@@ -49,6 +50,7 @@ struct alignas(64) segment {
   pool_kind pool = pool_kind::small;          ///< pool the segment serves
   segment_kind kind = segment_kind::fixed;    ///< fixed or expandable
   std::uint8_t band = 1;                      ///< free index of its free blocks (engine::band_of)
+  bool indexed = false;                       ///< in its owner's idle index (idle_index.hpp)
   std::atomic<bool> lane_whole{false};        ///< counted wholly free while lanes hold its blocks
   std::atomic<tc_lane*> lane_owner{nullptr};  ///< the lane that counts its marks, if any
   bool asleep = false;  ///< its pool sleeps: no memory behind its blocks (detail/pool_sleep.hpp)
@@ -61,6 +63,8 @@ struct alignas(64) segment {
   block* first = nullptr;         ///< lowest block
   segment* prev = nullptr;        ///< owner's segment list
   segment* next = nullptr;        ///< owner's segment list
+  segment* idle_prev = nullptr;   ///< owner's idle index
+  segment* idle_next = nullptr;   ///< owner's idle index
   // Expandable segments only.
   std::size_t range_size = 0;              ///< bytes of address space (fixed: == size)
   std::size_t busy = 0;                    ///< spans being mapped or unmapped

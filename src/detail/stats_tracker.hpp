@@ -11,8 +11,12 @@
 // allocator, and is applied locally with no shared write. A change that
 // would cross a ceiling is redone under the stats mutex with every stream lock held: the exact
 // totals are summed, peaks raised, and the headroom under the peaks shared out as new
-// ceilings. Peaks are thus the exact maxima over every consistent state, and steady-state
-// traffic (each stream reusing what it freed) never touches shared memory.
+// ceilings; detail/peak_ledger.hpp does it without locking every stream. Peaks are thus the
+// exact maxima over every consistent state, and steady-state traffic (each stream reusing what
+// it freed) never touches shared memory. Every change that can leave a current value below its
+// ceiling (a free, an inactive-split decrease, a ceiling given by another holder) records its
+// quantity in `grown()`, so that the holder lists itself with the ledger before its lock is
+// released.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +26,7 @@
 #include <cstdint>
 
 #include "cachalot/stats.hpp"
+#include "detail/spinlock.hpp"
 
 namespace cachalot::detail {
 
@@ -36,6 +41,16 @@ enum quantity : std::size_t {
   q_segments,
   quantity_count
 };
+
+/// A set of quantities, bit q for quantity q.
+using quantity_mask = std::uint8_t;
+/// The mask of quantity `q`.
+constexpr quantity_mask bit_of(std::size_t q) noexcept {
+  return static_cast<quantity_mask>(1u << q);
+}
+/// The quantities a free of an allocated block lowers.
+inline constexpr quantity_mask free_mask =
+    bit_of(q_requested) | bit_of(q_allocated) | bit_of(q_active) | bit_of(q_allocations);
 
 /// A signed change of every quantity of one pool.
 struct stats_delta {
@@ -73,6 +88,7 @@ class stream_stats {
     inc_[q_inactive][p] += up_inactive;
     dec_[q_inactive][p] += down_inactive;
     whole_free_[p] -= whole;
+    if (down_inactive != 0) grown_ |= bit_of(q_inactive);
     return true;
   }
 
@@ -91,6 +107,7 @@ class stream_stats {
     inc_[q_inactive][p] += up_inactive;
     dec_[q_inactive][p] += down_inactive;
     whole_free_[p] += whole;
+    grown_ |= static_cast<quantity_mask>(free_mask | (down_inactive != 0 ? bit_of(q_inactive) : 0));
     return true;
   }
 
@@ -104,6 +121,7 @@ class stream_stats {
         inc_[q][p] += static_cast<std::uint64_t>(d);
       } else {
         dec_[q][p] += static_cast<std::uint64_t>(-d);
+        grown_ |= bit_of(q);
       }
     }
     whole_free_[p] += static_cast<std::uint64_t>(delta.whole_free);
@@ -118,6 +136,7 @@ class stream_stats {
       const std::int64_t d = delta.d[q];
       if (d >= 0) {
         inc_[q][p] -= static_cast<std::uint64_t>(d);
+        if (d != 0) grown_ |= bit_of(q);
       } else {
         dec_[q][p] -= static_cast<std::uint64_t>(-d);
       }
@@ -135,24 +154,38 @@ class stream_stats {
     dec_[q_allocations][p] -= 1;
     inc_[q_inactive][p] -= size;
     --num_frees;
+    grown_ |= bit_of(q_inactive);
   }
 
-  /// Turns a counted try_free(pool, size, ..., 0) into try_free(pool, size, ..., whole): the free
-  /// left its segment (`whole` >= `size` bytes) wholly free (a thread cache's last live block of
-  /// a segment, detail/thread_cache.hpp). Only lowers current values. remove_whole undoes it.
-  void add_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
+  /// After a counted try_free(pool, size, ..., 0), counts the current values try_free(pool,
+  /// size, ..., whole) would have left: the free left its segment (`whole` >= `size` bytes)
+  /// wholly free (a thread cache's last live block of a segment, detail/thread_cache.hpp). The
+  /// first count may have been read already, so cumulative totals only rise: the `whole`
+  /// inactive bytes (the free's `size` among them) count as freed. Only lowers current values.
+  /// remove_whole takes it back.
+  void add_whole(pool_kind pool, std::uint64_t whole) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
-    inc_[q_inactive][p] -= size;
-    dec_[q_inactive][p] += whole - size;
+    dec_[q_inactive][p] += whole;
     whole_free_[p] += whole;
   }
-  /// Takes back an earlier add_whole(pool, size, whole) exactly (`whole` may have grown since by
-  /// bytes mapped as wholly free). Raises inactive: only with every stream locked.
+  /// Takes back the current values of an earlier add_whole(pool, whole) (`whole` may have grown
+  /// since by bytes mapped as wholly free) and of the try_free(pool, `size`, ..., 0) before it,
+  /// whose block goes back to its stream: the stream's free of it (the segment's last, leaving
+  /// it wholly free) follows under the same locks, and the three together leave the cumulative
+  /// totals as they were. Only with every stream locked.
   void remove_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
-    inc_[q_inactive][p] += size;
-    dec_[q_inactive][p] -= whole - size;
+    inc_[q_inactive][p] += size;          // (cancel_cached_free takes it off again)
+    dec_[q_inactive][p] -= whole - size;  // (the stream's free counts it again)
     whole_free_[p] -= whole;
+  }
+  /// Counts `bytes` of quantity `q` as both increased and decreased (current unchanged): a lane
+  /// block's free that left its segment wholly free, in the stream, after cancel_cached_free
+  /// took back the lane's count (the lane counted the block inactive; the stream's free counts
+  /// from allocated, not raising inactive): so the pair raises cumulative totals only.
+  void count_through(std::size_t q, std::size_t p, std::uint64_t bytes) noexcept {
+    inc_[q][p] += bytes;
+    dec_[q][p] += bytes;
   }
   /// Turns a counted try_alloc(pool, size, ..., whole) into try_alloc(pool, size, ..., 0): the
   /// segment was no longer wholly free (another holder counted that first). Only lowers.
@@ -187,6 +220,7 @@ class stream_stats {
     const std::uint64_t moved = std::min<std::uint64_t>(want, static_cast<std::uint64_t>(slack));
     ceiling_[q][p] -= moved;
     to.ceiling_[q][p] += moved;
+    to.grown_ |= bit_of(q);
     return moved;
   }
   /// True if every current value is zero.
@@ -215,6 +249,14 @@ class stream_stats {
   std::uint64_t decreases(std::size_t q, std::size_t p) const noexcept { return dec_[q][p]; }
   std::uint64_t ceiling(std::size_t q, std::size_t p) const noexcept { return ceiling_[q][p]; }
   void set_ceiling(std::size_t q, std::size_t p, std::uint64_t c) noexcept { ceiling_[q][p] = c; }
+  /// Ceiling minus current (two's complement; negative while a forced change is not settled).
+  std::int64_t slack(std::size_t q, std::size_t p) const noexcept {
+    return static_cast<std::int64_t>(ceiling_[q][p] - current(q, p));
+  }
+  /// Quantities whose slack may have grown since the ledger last took this holder's slack.
+  quantity_mask grown() const noexcept { return grown_; }
+  /// The ledger took the slack of the quantities in `m` (detail/peak_ledger.hpp).
+  void clear_grown(quantity_mask m) noexcept { grown_ &= static_cast<quantity_mask>(~m); }
 
   std::uint64_t num_allocs = 0;    ///< successful allocations on this stream
   std::uint64_t num_frees = 0;     ///< frees of this stream's blocks
@@ -231,6 +273,7 @@ class stream_stats {
   std::uint64_t dec_[quantity_count][pool_count] = {};
   std::uint64_t ceiling_[quantity_count][pool_count] = {};
   std::uint64_t whole_free_[pool_count] = {};
+  quantity_mask grown_ = 0;
 };
 
 /// Every counter of a stream_stats, and the memory_stats field that reports it: a stats read
@@ -269,16 +312,37 @@ inline std::uint64_t signed_max(std::uint64_t a, std::uint64_t b) noexcept {
 /// written only under the engine's stats mutex.
 struct pool_peaks {
   std::uint64_t peak[quantity_count][pool_count + 1] = {};  ///< by quantity and size class
-  std::uint64_t total[pool_count + 1] = {};                 ///< scratch: sum of current values
-  std::uint64_t sum[pool_count + 1] = {};                   ///< scratch: sum of ceilings
+  /// Sum of the ceilings of the pool's holders (detail/peak_ledger.hpp), never above `peak`.
+  std::uint64_t granted[quantity_count][pool_count + 1] = {};
+  std::uint64_t total[pool_count + 1] = {};  ///< scratch: sum of current values
+  std::uint64_t sum[pool_count + 1] = {};    ///< scratch: sum of ceilings
 };
 
+class peak_ledger;
+
 /// What counts stats against ceilings (global_stats::rebalance): a stream state, or one slot
-/// of its thread cache (detail/thread_cache.hpp). Guarded by the owner's lock.
+/// of its thread cache (detail/thread_cache.hpp). Guarded by `*guard`, the owner's lock.
 struct stats_holder {
-  explicit stats_holder(pool_peaks* pp) noexcept : peaks(pp) {}
-  pool_peaks* peaks;   ///< the peaks of the holder's memory pool
-  stream_stats stats;  ///< counters and ceilings
+  stats_holder(pool_peaks* pp, spinlock* g, peak_ledger* l) noexcept
+      : peaks(pp), guard(g), ledger(l) {}
+  pool_peaks* peaks;      ///< the peaks of the holder's memory pool
+  stream_stats stats;     ///< counters and ceilings
+  spinlock* const guard;  ///< the lock that guards `stats` (a stream state's; a lane: none)
+  peak_ledger* ledger;    ///< the ledger it lists itself with (set before first use)
+  /// Quantities the holder is listed for with the ledger (under `*guard`).
+  quantity_mask listed = 0;
+  /// Set by a ledger pull that holds `*guard` (stats mutex only).
+  bool pulled = false;
+
+  /// Under `*guard`, after a change: lists the holder for every quantity whose slack may have
+  /// grown and that it is not listed for (detail/peak_ledger.hpp; a leaf lock, rarely taken).
+  void sync() noexcept {
+    if ((stats.grown() & static_cast<quantity_mask>(~listed)) != 0) [[unlikely]]
+      list_grown();
+  }
+
+ private:
+  void list_grown() noexcept;
 };
 
 /// The engine-wide part: peaks, event counters, and the reserved bytes the memory limit is
@@ -370,6 +434,8 @@ class global_stats {
 
   /// The peak of quantity `q` for pool index `p` (pool_count: all pools).
   std::uint64_t peak(std::size_t q, std::size_t p) const noexcept { return peak_[q][p]; }
+  /// Every peak, for the peak ledger (stats mutex).
+  std::uint64_t (&peaks() noexcept)[quantity_count][pool_count + 1] { return peak_; }
 
   /// Reserves room for a new segment against `limit` (0: none). False if it would exceed it.
   bool reserve_room(std::size_t bytes, std::size_t limit) noexcept {
@@ -390,6 +456,8 @@ class global_stats {
   std::atomic<std::uint64_t> num_retries{0};
   std::atomic<std::uint64_t> num_flushes{0};
   std::atomic<std::uint64_t> num_syncs{0};
+  /// Synchronizations of releases before a growth (memory_stats::num_gc_syncs).
+  std::atomic<std::uint64_t> num_gc_syncs{0};
   std::atomic<std::uint64_t> num_use_after_free{0};
 
  private:

@@ -25,7 +25,8 @@ struct stream_state : stats_holder {
   /// can be kept in different segments.
   static constexpr std::size_t band_count = 2 * pool_count;
 
-  stream_state(stream_t s, pool_record* p, pool_peaks* pp) : stats_holder(pp), pool(p), stream(s) {}
+  stream_state(stream_t s, pool_record* p, pool_peaks* pp, peak_ledger* l)
+      : stats_holder(pp, &lock, l), pool(p), stream(s) {}
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
@@ -38,13 +39,17 @@ struct stream_state : stats_holder {
   free_index index[band_count];  ///< free blocks below max_split_size, per band
   free_index oversize;           ///< free blocks >= max_split_size (never split)
   segment* segments = nullptr;   ///< intrusive list of this stream's segments
-  block_pool nodes;              ///< recycled block nodes
+  /// In the engine's list of states a release visits for spans (it has expandable segments).
+  bool release_listed = false;
+  std::size_t ranges = 0;  ///< expandable segments linked
+  block_pool nodes;        ///< recycled block nodes
   /// Thread cache (detail/thread_cache.hpp): default-pool states only, when configured. Set
   /// before the state is published (registry_mutex_ exclusive); its lanes have their own locks.
   std::unique_ptr<thread_cache> tcache;
 
   /// Links a new segment into the list.
   void link(segment* s) noexcept {
+    if (s->expandable()) ++ranges;
     s->prev = nullptr;
     s->next = segments;
     if (segments != nullptr) segments->prev = s;
@@ -52,6 +57,7 @@ struct stream_state : stats_holder {
   }
   /// Unlinks a segment from the list.
   void unlink(segment* s) noexcept {
+    if (s->expandable()) --ranges;
     if (s->prev != nullptr) {
       s->prev->next = s->next;
     } else {

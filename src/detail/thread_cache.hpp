@@ -24,6 +24,12 @@
 //    than a drain would leave it, never lower: no change under the ceilings can then make a new
 //    peak, and every peak is raised from settled (exact) counts, so peaks are the maxima over
 //    consistent states.
+//  - Cumulative totals never go back, though a read may have seen a lane block's inactive
+//    count before a mark corrects it: a mark counts the segment's bytes as inactive freed and
+//    keeps that count (add_whole), and a lane block whose stream's free leaves its unmarked
+//    segment wholly free is counted through (stream_stats::count_through). So with lanes the
+//    cumulative inactive-split totals may exceed a drain's (by bytes counted in and out again);
+//    current values and peaks are a drain's.
 //  - Only plain blocks enter a lane: default pool, no other stream recorded or named at the
 //    free, at most the configured size, never oversize; never in checked, pass-through or
 //    max_cached modes (the engine creates no lanes then). Tracing: a put and a take are
@@ -57,7 +63,9 @@ struct alignas(128) tc_lane : stats_holder {
   /// `marks` of a block: its segment is owned by this lane, or may be marked without an owner.
   static constexpr std::uint8_t mark_owned = 1, mark_shared = 2;
 
-  tc_lane() noexcept : stats_holder(nullptr) {}
+  // (No guard for the peak ledger: with lanes, a crossed ceiling takes all_streams_lock, so no
+  // ledger pull ever locks a lane: detail/all_streams_lock.hpp, ceiling_lock.)
+  tc_lane() noexcept : stats_holder(nullptr, nullptr, nullptr) {}
 
   enum class put_result : std::uint8_t { done, full, over_ceiling };
 
@@ -220,7 +228,7 @@ struct alignas(128) tc_lane : stats_holder {
   void mark_whole(segment* seg) noexcept {
     for (std::uint32_t i = 0; i < count; ++i) {
       if (segs[i] != seg) continue;
-      stats.add_whole(seg->pool, sizes[i], seg->size);
+      stats.add_whole(seg->pool, seg->size);
       set_mark(seg, sizes[i]);
       return;
     }
@@ -359,8 +367,11 @@ inline std::atomic<void*> tc_evict_hook_arg{nullptr};
 struct thread_cache {
   static constexpr std::size_t lane_count = 8;  ///< a power of two
 
-  explicit thread_cache(pool_peaks* peaks) noexcept {
-    for (tc_lane& l : lanes) l.peaks = peaks;
+  thread_cache(pool_peaks* peaks, peak_ledger* ledger) noexcept {
+    for (tc_lane& l : lanes) {
+      l.peaks = peaks;
+      l.ledger = ledger;
+    }
   }
   thread_cache(const thread_cache&) = delete;
   thread_cache& operator=(const thread_cache&) = delete;

@@ -8,6 +8,7 @@
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
 #include "support/invariants.hpp"
+#include "support/sim_fixture.hpp"
 
 namespace cachalot::testing {
 namespace {
@@ -16,16 +17,7 @@ stream_t s(int i) {
   return reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(i * 64));
 }
 
-struct fixture {
-  explicit fixture(const std::string& conf, std::size_t capacity) {
-    sim_options o;
-    o.capacity = capacity;
-    dev = std::make_shared<simulated_device>(o);
-    alloc = std::make_unique<allocator>(config::parse(conf), dev);
-  }
-  std::shared_ptr<simulated_device> dev;
-  std::unique_ptr<allocator> alloc;
-};
+using fixture = sim_fixture;
 
 TEST(out_of_memory, ReleasesOtherStreamsCacheThenRetries) {
   fixture f("gc_threshold:0", 40 * MiB);
@@ -121,10 +113,12 @@ TEST(out_of_memory, MemoryLimitAsPercentOfTheDevice) {
 }
 
 TEST(out_of_memory, NearTheLimitGrowthFirstReturnsCachedSegmentsThatDoNotFit) {
-  fixture f("gc_threshold:0.5", 100 * MiB);     // growth beyond 50 MiB reserved returns cache
-  void* a = f.alloc->allocate(12 * MiB, s(1));  // 12 MiB segment
-  void* b = f.alloc->allocate(14 * MiB, s(1));  // 14 MiB segment
-  void* c = f.alloc->allocate(16 * MiB, s(2));  // 16 MiB segment: 42 MiB reserved
+  // (release_policy:eager: at every growth; adaptive applies it once in-use memory is tight.)
+  fixture f("gc_threshold:0.5,release_policy:eager", 100 * MiB);  // growth beyond 50 MiB
+                                                                  // reserved returns cache
+  void* a = f.alloc->allocate(12 * MiB, s(1));                    // 12 MiB segment
+  void* b = f.alloc->allocate(14 * MiB, s(1));                    // 14 MiB segment
+  void* c = f.alloc->allocate(16 * MiB, s(2));                    // 16 MiB segment: 42 MiB reserved
   f.alloc->deallocate(a);
   f.alloc->deallocate(b);  // 26 MiB cached on stream 1, nothing of it fits 20 MiB
   void* d = f.alloc->allocate(20 * MiB, s(1));  // 42 + 20 > 50: release 14 MiB (largest) only

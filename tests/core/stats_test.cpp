@@ -48,7 +48,8 @@ TEST(size_policy, SmallAndLargePoolsNeverShareSegments) {
 }
 
 TEST(size_policy, OversizeBlocksAreNeverSplit) {
-  auto a = make("max_split_size:64MiB");
+  // (The rule at every growth: release_policy:eager. Adaptive applies it once memory is tight.)
+  auto a = make("max_split_size:64MiB,release_policy:eager");
   void* p = a->allocate(100 * MiB);
   EXPECT_EQ(a->stats().num_oversize_allocs, 1u);
   a->deallocate(p);

@@ -19,6 +19,7 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/simulated_device.hpp"
+#include "support/concurrent_checker.hpp"
 #include "support/invariants.hpp"
 
 namespace cachalot::testing {
@@ -26,6 +27,9 @@ namespace {
 
 stream_t s1() {
   return reinterpret_cast<stream_t>(std::uintptr_t{64});
+}
+stream_t s2() {
+  return reinterpret_cast<stream_t>(std::uintptr_t{128});
 }
 
 /// A thread that runs the closures it is given, one at a time, each before run() returns: its
@@ -269,6 +273,41 @@ TEST_P(lane_stats, TwoThreadsLanesHoldASegmentsLastBlocks) {
   t.check("emptied");
 }
 
+/// Reads `a` and checks the read, and it against `last` (the read before, no reset between), as
+/// the concurrent checker does: cumulative totals never go back, peaks are reached by a state.
+void expect_consistent_after(const allocator& a, memory_stats& last, const memory_stats& base,
+                             const char* where) {
+  SCOPED_TRACE(where);
+  const memory_stats now = a.stats();
+  EXPECT_EQ(detail_cc::check_read(now, 0), "");
+  EXPECT_EQ(detail_cc::check_pair(last, now, false, true), "");
+  EXPECT_EQ(detail_cc::check_peak_bound(now, base), "");
+  last = now;
+}
+
+TEST_P(lane_stats, CumulativeTotalsNeverGoBackWhenTheStreamLeavesALaneTheLastBlock) {
+  // A lane holds a 32 KiB block of a segment whose other live block, 4 KiB, the stream frees
+  // (used on another stream, it bypasses the lanes): the next read marks the segment wholly
+  // free. The mark took back the lane block's 32 KiB of cumulative inactive-split increases
+  // that an earlier read had seen (2 MiB, then 2 MiB - 28 KiB), and the peak bound
+  // broke with it.
+  allocator a(config::parse(std::string("backend:simulated,capacity:1GiB,") + GetParam()));
+  memory_stats last{}, base{};
+  void* big = a.allocate(32 * KiB, s1());
+  void* small = a.allocate(4 * KiB, s1());
+  a.deallocate(big);  // into the lane
+  expect_consistent_after(a, last, base, "a lane holds the big block");
+  a.record_stream(small, s2());
+  a.deallocate(small);
+  a.process_events();
+  expect_consistent_after(a, last, base, "the stream freed the small one");
+  EXPECT_EQ(last.num_pending_blocks, 0u);
+  EXPECT_EQ(last.inactive_split_bytes.all.current, 0u);  // wholly free, as a drain leaves it
+  a.empty_cache();
+  expect_consistent_after(a, last, base, "emptied");
+  EXPECT_EQ(last.reserved_bytes.all.current, 0u);
+}
+
 TEST_P(lane_stats, ThreadsCyclingTheLastBlocksOfSegmentsKeepPeaksConsistent) {
   // Four threads on one stream keep one or two small blocks each, so that segments keep
   // becoming held whole by one lane, by several, or by none; a fifth reads stats, snapshots
@@ -325,6 +364,30 @@ TEST_P(lane_stats, ThreadsCyclingTheLastBlocksOfSegmentsKeepPeaksConsistent) {
   }
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
+}
+
+TEST(lane_marks, AMarkOnAnOlderLaneBlockNeverTakesCumulativeTotalsBack) {
+  // A (older, larger) and X lie in one lane, C is freed by the stream: the read after X's free
+  // marks the segment on A. Counting that mark as taking back A's free made the cumulative
+  // inactive-split total go back by |A| - |X| between two reads (the concurrent checker's
+  // "cumulative allocated/freed went back").
+  sim_options o;
+  o.capacity = 512 * MiB;
+  allocator a(config::parse(""), std::make_shared<simulated_device>(o));
+  const auto s2 = reinterpret_cast<stream_t>(std::uintptr_t{128});
+  void* big = a.allocate(600 * KiB, s1());
+  void* x = a.allocate(100 * KiB, s1());
+  void* c = a.allocate(300 * KiB, s1());
+  a.deallocate(big, s1());
+  a.deallocate(c, s2);  // another stream named: not into a lane, freed once its event is done
+  a.process_events();
+  const memory_stats before = a.stats();
+  a.deallocate(x, s1());
+  const memory_stats after = a.stats();
+  EXPECT_EQ(after.inactive_split_bytes.small.current, 0u) << "the segment is counted wholly free";
+  EXPECT_GE(after.inactive_split_bytes.small.allocated,
+            before.inactive_split_bytes.small.allocated);
+  EXPECT_GE(after.inactive_split_bytes.small.freed, before.inactive_split_bytes.small.freed);
 }
 
 }  // namespace

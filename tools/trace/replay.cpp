@@ -190,6 +190,7 @@ void fill_figures(replay_result& r, const memory_stats& s) {
   r.chunk_maps = s.num_chunk_maps;
   r.chunk_unmaps = s.num_chunk_unmaps;
   r.device_syncs = s.num_device_syncs;
+  r.gc_syncs = s.num_gc_syncs;
   r.device = s.device;
 }
 

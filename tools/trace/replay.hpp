@@ -95,6 +95,9 @@ struct replay_result {
   std::uint64_t chunk_maps = 0;           ///< chunks mapped (expandable segments)
   std::uint64_t chunk_unmaps = 0;         ///< chunks unmapped (expandable segments)
   std::uint64_t device_syncs = 0;         ///< events or streams the allocator synchronized
+  /// Synchronizations of releases before a growth, outside any out-of-memory retry
+  /// (memory_stats::num_gc_syncs).
+  std::uint64_t gc_syncs = 0;
   /// Every call the replay made to its device, by kind, with its time: modeled on the simulated
   /// device (config cost_model, cost_*), measured on CUDA (cachalot/device_cost.hpp).
   device_call_stats device;

@@ -70,13 +70,14 @@ std::string json_figures(const replay_result& r) {
              "\"peak_requested_bytes\":{},\"peak_allocated_bytes\":{},\"peak_reserved_bytes\":{},"
              "\"fragmentation\":{},\"ooms\":{},\"errors\":{},\"skipped_frees\":{},"
              "\"zero_size_allocations\":{},\"segment_allocs\":{},\"segment_frees\":{},"
-             "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"ns_per_op\":{},"
-             "\"ns_per_op_min\":{},\"ns_per_op_max\":{},\"wall_ms\":{},\"busy_ms\":{}",
+             "\"chunk_maps\":{},\"chunk_unmaps\":{},\"device_syncs\":{},\"gc_syncs\":{},"
+             "\"ns_per_op\":{},\"ns_per_op_min\":{},\"ns_per_op_max\":{},\"wall_ms\":{},"
+             "\"busy_ms\":{}",
              json_string(r.backend), r.capacity, r.threads, r.ops, r.complete() ? "true" : "false",
              r.peak_requested, r.peak_allocated, r.peak_reserved,
              r.complete() ? json_number(r.fragmentation) : "null", r.ooms, r.errors,
              r.skipped_frees, r.zero_size_allocations, r.segment_allocs, r.segment_frees,
-             r.chunk_maps, r.chunk_unmaps, r.device_syncs, json_number(r.ns_per_op),
+             r.chunk_maps, r.chunk_unmaps, r.device_syncs, r.gc_syncs, json_number(r.ns_per_op),
              json_number(r.ns_per_op_min), json_number(r.ns_per_op_max),
              json_number(r.wall_ns / 1e6), json_number(r.busy_ns / 1e6)) +
          json_device(r) + json_pools(r);

@@ -66,6 +66,7 @@ std::vector<tune_setting> neighbours(const tune_setting& s) {
   vary(&tune_setting::expandable, std::vector<bool>{false, true});
   if (!s.expandable) vary(&tune_setting::max_split_size, split_values);  // ignored when expandable
   vary(&tune_setting::gc_threshold, gc_values);
+  vary(&tune_setting::eager, std::vector<bool>{false, true});
   vary(&tune_setting::divisions, division_values);
   std::vector<std::size_t> families(tune_segment_families().size());
   for (std::size_t i = 0; i < families.size(); ++i) families[i] = i;
@@ -222,6 +223,7 @@ tune_setting setting_of(const config& cfg) {
   s.expandable = cfg.expandable_segments;
   s.max_split_size = cfg.max_split_size;
   s.gc_threshold = cfg.gc_threshold;
+  s.eager = cfg.release_policy == release_mode::eager;
   s.divisions = cfg.roundup_power2_divisions[0];
   const auto& f = tune_segment_families();
   for (std::size_t i = 0; i < f.size(); ++i) {
@@ -238,6 +240,7 @@ config apply_setting(const config& base, const tune_setting& s) {
   c.expandable_segments = s.expandable;
   c.max_split_size = s.max_split_size;
   c.gc_threshold = s.gc_threshold;
+  c.release_policy = s.eager ? release_mode::eager : release_mode::adaptive;
   c.roundup_power2_divisions.fill(s.divisions);
   const tune_segment_family& f = tune_segment_families().at(s.segments);
   c.small_size = f.small_size;
@@ -259,6 +262,8 @@ std::string setting_string(const tune_setting& s) {
     items.push_back(s.gc_threshold == 0.0 ? std::string("gc_threshold:off")
                                           : fmt::format("gc_threshold:{}", s.gc_threshold));
   }
+  if (s.eager != d.eager)
+    items.push_back(s.eager ? "release_policy:eager" : "release_policy:adaptive");
   if (s.divisions != d.divisions)
     items.push_back(fmt::format("roundup_power2_divisions:{}", s.divisions));
   if (s.segments != d.segments) {

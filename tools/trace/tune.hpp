@@ -46,6 +46,7 @@ struct tune_setting {
   bool expandable = false;
   std::size_t max_split_size = 32 * MiB;  ///< SIZE_MAX: none
   double gc_threshold = 0.9;              ///< 0: off
+  bool eager = false;                     ///< release_policy:eager (else adaptive)
   std::uint32_t divisions = 0;            ///< roundup_power2_divisions, every interval
   std::size_t segments = 0;               ///< index into tune_segment_families()
 

@@ -1,0 +1,115 @@
+// The peak ledger: how a change that crosses a stats ceiling raises the peaks exactly without
+// locking every stream and lane.
+//
+// The ceiling scheme (detail/stats_tracker.hpp): every holder (a stream state, or a lane of
+// its thread cache) counts its changes under its own lock against its own ceilings, and per
+// quantity and size class the ceilings sum to at most the peaks, of each memory pool and of the
+// allocator. The ledger keeps those sums (`granted`) exact at all times, and one list per
+// quantity of the holders that may hold *slack* there (ceiling above current): a holder lists
+// itself, under the ledger's lock, in the critical section of the change that gives it slack
+// (stats_holder::sync), so a holder that is not listed for a quantity is at its ceiling.
+//
+// A holder whose change crossed its ceiling settles (under the stats mutex, its lock held):
+//  1. it takes the room it lacks from what the peaks leave over the granted sums: O(1);
+//  2. if that is not enough, a *pull*: it locks the holders listed for the quantity (and only
+//     them) and, holding all of them and the ledger lock at once (one consistent state: every
+//     other holder is at its ceiling and can only move down, or list itself, after that
+//     instant), takes their slack back and unlists them; the granted sums are then the exact
+//     totals;
+//  3. what room is still missing is a new maximum: the peaks rise to the totals.
+// A pull visits each listed holder once and unlists it, and a holder lists itself at most once
+// per quantity between two pulls, so a new peak costs amortized O(1) whatever the number of
+// streams and lanes. A list holds a holder at most once (while its bit is set) and has room
+// for every holder (reserve), so listing never allocates. Lock order: the stats mutex, then holders
+// in any order (every thread that waits for a second holder lock holds the stats mutex; the hot
+// paths only try them), the ledger lock last (a leaf).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "detail/spinlock.hpp"
+#include "detail/stats_tracker.hpp"
+
+namespace cachalot::detail {
+
+/// The allocator's peaks as a table (global_stats owns it).
+using peak_table = std::uint64_t[quantity_count][pool_count + 1];
+
+/// See the file comment. Thread-safe as described there.
+class peak_ledger {
+ public:
+  /// Under h's lock: lists `h` for the quantities in `m` it is not listed for.
+  void list(stats_holder& h, quantity_mask m) noexcept;
+
+  /// Under the stats mutex, with `h` and every holder of `held` locked by the caller (`h` may
+  /// be among them): raises h's ceilings to its current values (changes applied unchecked),
+  /// taking room from the peaks' headroom, else from listed holders' slack, else raising the
+  /// peaks (`global`: the allocator's). Returns true if a peak rose.
+  bool settle(stats_holder& h, stats_holder* const* held, std::size_t held_count,
+              peak_table& global);
+
+  /// Under the stats mutex with every holder of `holders` locked and every other holder at
+  /// zero with no ceiling (after a full rebalance): recomputes the granted sums from their
+  /// ceilings and lists each holder for the quantities where it has slack.
+  template <class List>
+  void rebuild(const List& holders) noexcept {
+    for (auto* h : holders) zero(*h->peaks);
+    for (auto& row : granted_) {
+      for (std::uint64_t& g : row) g = 0;
+    }
+    for (auto* h : holders) {
+      for (std::size_t q = 0; q < quantity_count; ++q) {
+        for (std::size_t p = 0; p < pool_count; ++p) grant(*h, q, p, h->stats.ceiling(q, p));
+        bool slack = false;
+        for (std::size_t p = 0; p < pool_count; ++p) slack = slack || h->stats.slack(q, p) > 0;
+        if (slack) list(*h, bit_of(q));
+      }
+    }
+  }
+
+  /// Makes room in every list for `holders` holders in all (when holders are made; may throw).
+  void reserve(std::size_t holders);
+
+  /// Under the stats mutex with `h` locked, its ceilings about to be zeroed at zero current (a
+  /// stream state leaving a retired pool): takes its ceilings out of the granted sums and its
+  /// entries out of the lists.
+  void forget(stats_holder& h) noexcept;
+
+  /// The allocator-wide granted sum of quantity `q`, size class `p` (tests; stats mutex).
+  std::uint64_t granted(std::size_t q, std::size_t p) const noexcept { return granted_[q][p]; }
+  /// Pulls so far (stats mutex).
+  std::uint64_t pulls() const noexcept { return pulls_; }
+  /// Holders pulls have locked so far, the settling ones not counted (stats mutex).
+  std::uint64_t visits() const noexcept { return visits_; }
+
+ private:
+  /// Adds `c` (two's complement) to the granted sums of h's pool and of the allocator.
+  void grant(const stats_holder& h, std::size_t q, std::size_t p, std::uint64_t c) noexcept {
+    for (std::uint64_t* g : {&h.peaks->granted[q][p], &h.peaks->granted[q][pool_count],
+                             &granted_[q][p], &granted_[q][pool_count]}) {
+      *g += c;
+    }
+  }
+  static void zero(pool_peaks& pp) noexcept {
+    for (auto& row : pp.granted) {
+      for (std::uint64_t& g : row) g = 0;
+    }
+  }
+  /// Room left for h's class `p` of quantity `q` under the four peaks it counts against.
+  std::uint64_t room(const stats_holder& h, std::size_t q, std::size_t p,
+                     const peak_table& global) const noexcept;
+  /// Takes back the slack of quantity `q` of every listed holder (see the file comment).
+  void pull(std::size_t q, stats_holder& h, stats_holder* const* held, std::size_t held_count);
+
+  spinlock lock_;  ///< guards lists_
+  std::array<std::vector<stats_holder*>, quantity_count> lists_;
+  std::uint64_t granted_[quantity_count][pool_count + 1] = {};  ///< stats mutex
+  std::uint64_t pulls_ = 0;                                     ///< stats mutex
+  std::uint64_t visits_ = 0;                                    ///< stats mutex
+  std::vector<stats_holder*> locked_;                           ///< scratch of pull()
+};
+
+}  // namespace cachalot::detail

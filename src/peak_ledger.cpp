@@ -1,0 +1,139 @@
+// The peak ledger (detail/peak_ledger.hpp): listing, settling a crossed ceiling, pulls.
+#include "detail/peak_ledger.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+namespace cachalot::detail {
+
+void stats_holder::list_grown() noexcept {
+  ledger->list(*this, static_cast<quantity_mask>(stats.grown() & ~listed));
+}
+
+void peak_ledger::list(stats_holder& h, quantity_mask m) noexcept {
+  m = static_cast<quantity_mask>(m & ~h.listed);
+  if (m == 0) return;
+  std::lock_guard<spinlock> lock(lock_);
+  for (std::size_t q = 0; q < quantity_count; ++q) {
+    // (Never allocates: each list has room for every holder, reserve(), and holds a holder at
+    // most once, while its bit is set.)
+    if ((m & bit_of(q)) != 0) lists_[q].push_back(&h);
+  }
+  h.listed |= m;
+}
+
+std::uint64_t peak_ledger::room(const stats_holder& h, std::size_t q, std::size_t p,
+                                const peak_table& global) const noexcept {
+  const pool_peaks& pp = *h.peaks;
+  // (Signed: while several holders settle one after another, a sum may be below zero for a
+  // moment, the ceilings of those not settled yet lying below their current values.)
+  const auto left = [](std::uint64_t peak, std::uint64_t granted) -> std::uint64_t {
+    const auto d = static_cast<std::int64_t>(peak - granted);
+    return d > 0 ? static_cast<std::uint64_t>(d) : 0;
+  };
+  return std::min({left(pp.peak[q][p], pp.granted[q][p]),
+                   left(pp.peak[q][pool_count], pp.granted[q][pool_count]),
+                   left(global[q][p], granted_[q][p]),
+                   left(global[q][pool_count], granted_[q][pool_count])});
+}
+
+bool peak_ledger::settle(stats_holder& h, stats_holder* const* held, std::size_t held_count,
+                         peak_table& global) {
+  bool raised = false;
+  for (std::size_t q = 0; q < quantity_count; ++q) {
+    bool pulled = false;
+    for (std::size_t p = 0; p < pool_count; ++p) {
+      const std::int64_t s = h.stats.slack(q, p);
+      if (s >= 0) continue;
+      const auto need = static_cast<std::uint64_t>(-s);
+      if (!pulled && room(h, q, p, global) < need) {
+        pull(q, h, held, held_count);
+        pulled = true;
+      }
+      if (room(h, q, p, global) < need) {
+        // Every other holder is at its ceiling: the granted sums plus `need` are the totals.
+        pool_peaks& pp = *h.peaks;
+        for (auto [peak, granted] : {std::pair{&pp.peak[q][p], pp.granted[q][p]},
+                                     std::pair{&pp.peak[q][pool_count], pp.granted[q][pool_count]},
+                                     std::pair{&global[q][p], granted_[q][p]},
+                                     std::pair{&global[q][pool_count], granted_[q][pool_count]}}) {
+          if (static_cast<std::int64_t>(granted + need) > static_cast<std::int64_t>(*peak)) {
+            *peak = granted + need;
+            raised = true;
+          }
+        }
+      }
+      h.stats.set_ceiling(q, p, h.stats.current(q, p));
+      grant(h, q, p, need);
+    }
+  }
+  h.sync();
+  return raised;
+}
+
+void peak_ledger::pull(std::size_t q, stats_holder& h, stats_holder* const* held,
+                       std::size_t held_count) {
+  ++pulls_;
+  h.pulled = true;
+  for (std::size_t i = 0; i < held_count; ++i) held[i]->pulled = true;
+  locked_.clear();
+  // Lock every listed holder (none of them with the ledger lock held), until a look under the
+  // ledger lock finds no listed holder unlocked: that instant is the consistent state.
+  std::vector<stats_holder*> todo;
+  for (std::size_t seen = 0;;) {
+    lock_.lock();
+    const std::vector<stats_holder*>& list = lists_[q];
+    todo.clear();
+    for (; seen < list.size(); ++seen) {
+      if (!list[seen]->pulled) todo.push_back(list[seen]);
+    }
+    if (todo.empty()) break;  // (ledger lock held)
+    lock_.unlock();
+    for (stats_holder* x : todo) {
+      if (x->pulled) continue;  // (listed twice)
+      x->guard->lock();
+      ++visits_;
+      x->pulled = true;
+      locked_.push_back(x);
+    }
+  }
+  for (stats_holder* x : lists_[q]) {
+    if ((x->listed & bit_of(q)) == 0) continue;  // a stale entry, or seen already
+    for (std::size_t p = 0; p < pool_count; ++p) {
+      const std::int64_t s = x->stats.slack(q, p);
+      if (s <= 0) continue;
+      x->stats.set_ceiling(q, p, x->stats.current(q, p));
+      grant(*x, q, p, -static_cast<std::uint64_t>(s));
+    }
+    x->listed = static_cast<quantity_mask>(x->listed & ~bit_of(q));
+    x->stats.clear_grown(bit_of(q));
+  }
+  lists_[q].clear();
+  lock_.unlock();
+  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) {
+    (*it)->pulled = false;
+    (*it)->guard->unlock();
+  }
+  h.pulled = false;
+  for (std::size_t i = 0; i < held_count; ++i) held[i]->pulled = false;
+}
+
+void peak_ledger::reserve(std::size_t holders) {
+  std::lock_guard<spinlock> lock(lock_);
+  for (auto& list : lists_) {
+    if (list.capacity() < holders) list.reserve(std::max(holders, 2 * list.capacity()));
+  }
+}
+
+void peak_ledger::forget(stats_holder& h) noexcept {
+  for (std::size_t q = 0; q < quantity_count; ++q) {
+    for (std::size_t p = 0; p < pool_count; ++p) {
+      grant(h, q, p, -h.stats.ceiling(q, p));
+    }
+  }
+  std::lock_guard<spinlock> lock(lock_);
+  for (auto& list : lists_) list.erase(std::remove(list.begin(), list.end(), &h), list.end());
+  h.listed = 0;
+}
+
+}  // namespace cachalot::detail

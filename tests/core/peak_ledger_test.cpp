@@ -1,0 +1,171 @@
+// The peak ledger alone (src/detail/peak_ledger.hpp), with no engine: holders change their
+// counts as streams and thread-cache lanes do (some going below zero, as a lane that frees what
+// its stream allocated), cross their ceilings and settle; after every change the peaks must be
+// the exact maxima of the totals so far, the granted sums the sums of the ceilings, and a holder
+// with slack listed. And a new peak must not visit holders that have not changed.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "detail/peak_ledger.hpp"
+
+namespace cachalot::detail {
+namespace {
+
+struct holder_box {
+  spinlock lock;
+  stats_holder h;
+  holder_box(pool_peaks* pp, peak_ledger* l) : h(pp, &lock, l) {}
+};
+
+/// Holders in two memory pools, the allocator's peaks, and a model of the true totals.
+class ledger_world {
+ public:
+  explicit ledger_world(std::size_t holders) {
+    ledger.reserve(holders);
+    for (std::size_t i = 0; i < holders; ++i) {
+      boxes.push_back(std::make_unique<holder_box>(&pools[i % 2], &ledger));
+    }
+  }
+
+  /// Changes holder `i`'s quantity q, class p by `d` (checked against its ceiling like the hot
+  /// path; a crossing is redone unchecked and settled, as under a ceiling_lock).
+  void change(std::size_t i, std::size_t q, std::size_t p, std::int64_t d) {
+    stats_holder& h = boxes[i]->h;
+    stats_delta delta;
+    delta.d[q] = d;
+    const bool crosses = d > 0 && h.stats.crosses(q, p, static_cast<std::uint64_t>(d));
+    h.guard->lock();
+    h.stats.apply(static_cast<pool_kind>(p), delta);
+    if (!crosses) h.sync();
+    h.guard->unlock();
+    if (crosses) {
+      h.guard->lock();
+      stats_holder* held[] = {&h};
+      ledger.settle(h, held, 1, global);
+      h.guard->unlock();
+    }
+    auto& t = totals[i % 2][q];
+    t[p] += d;
+    for (std::size_t k : {p, pool_count}) {
+      std::int64_t pool_total = 0, all_total = 0;
+      for (std::size_t c = 0; c < pool_count; ++c) {
+        if (k == pool_count || c == k) {
+          pool_total += totals[i % 2][q][c];
+          all_total += totals[0][q][c] + totals[1][q][c];
+        }
+      }
+      model_pool[i % 2][q][k] = std::max(model_pool[i % 2][q][k], pool_total);
+      model_global[q][k] = std::max(model_global[q][k], all_total);
+    }
+  }
+
+  /// Empty string if the peaks, granted sums and lists are as the ledger promises.
+  std::string check() const {
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      for (std::size_t p = 0; p <= pool_count; ++p) {
+        if (global[q][p] != static_cast<std::uint64_t>(model_global[q][p])) {
+          return "global peak q" + std::to_string(q) + " p" + std::to_string(p) + ": " +
+                 std::to_string(global[q][p]) + " != " + std::to_string(model_global[q][p]);
+        }
+        for (int k = 0; k < 2; ++k) {
+          if (pools[k].peak[q][p] != static_cast<std::uint64_t>(model_pool[k][q][p])) {
+            return "pool peak " + std::to_string(k) + " q" + std::to_string(q);
+          }
+        }
+      }
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        std::uint64_t sum = 0;
+        for (const auto& b : boxes) {
+          sum += b->h.stats.ceiling(q, p);
+          if (b->h.stats.slack(q, p) < 0) return "a holder above its ceiling";
+          if (b->h.stats.slack(q, p) > 0 && (b->h.listed & bit_of(q)) == 0) {
+            return "a holder with slack is not listed";
+          }
+        }
+        if (sum != ledger.granted(q, p)) return "granted sum differs from the ceilings";
+        if (sum > global[q][p]) return "ceilings above the peak";
+      }
+    }
+    return "";
+  }
+
+  peak_ledger ledger;
+  std::array<pool_peaks, 2> pools;
+  peak_table global = {};
+  std::vector<std::unique_ptr<holder_box>> boxes;
+  std::int64_t totals[2][quantity_count][pool_count] = {};
+  std::int64_t model_pool[2][quantity_count][pool_count + 1] = {};
+  std::int64_t model_global[quantity_count][pool_count + 1] = {};
+};
+
+TEST(peak_ledger, PeaksStayExactOverRandomChangesOfManyHolders) {
+  ledger_world w(24);
+  std::mt19937_64 rng(21);
+  for (int step = 0; step < 20000; ++step) {
+    const std::size_t i = rng() % w.boxes.size();
+    const std::size_t q = rng() % quantity_count;
+    const std::size_t p = rng() % pool_count;
+    auto d = static_cast<std::int64_t>(rng() % 4096) + 1;
+    // Decreases may take a holder below zero (a lane), never its pool's class total.
+    if (rng() % 2 == 0 && w.totals[i % 2][q][p] >= d) d = -d;
+    w.change(i, q, p, d);
+    if (step % 97 == 0) {
+      ASSERT_EQ(w.check(), "") << "step " << step;
+    }
+  }
+  EXPECT_EQ(w.check(), "");
+  EXPECT_GT(w.ledger.pulls(), 0u);
+}
+
+TEST(peak_ledger, AnIdleHolderIsNeverVisitedAgain) {
+  // 1,000 holders change once and settle; then one holder raises the peak 1,000 times. The
+  // first pull takes the others' slack; after that they are at their ceilings and unlisted, so
+  // no later pull visits them: a new peak costs the same with 1 or 1,000 idle holders.
+  ledger_world w(1000);
+  for (std::size_t i = 0; i < w.boxes.size(); ++i) w.change(i, q_allocated, 1, 4096);
+  for (std::size_t i = 0; i < w.boxes.size(); ++i) w.change(i, q_allocated, 1, -4096);
+  w.change(0, q_allocated, 1, 4096 + 1);  // takes everyone's slack
+  ASSERT_EQ(w.check(), "");
+  const std::uint64_t visits = w.ledger.visits();
+  EXPECT_GE(visits, 999u);
+  const std::uint64_t pulls = w.ledger.pulls();
+  for (int k = 0; k < 1000; ++k) {
+    w.change(0, q_allocated, 1, 8 * 1024 * 1024);  // each a new peak once the room is used
+    w.change(0, q_allocated, 1, -4 * 1024 * 1024);
+  }
+  EXPECT_EQ(w.check(), "");
+  EXPECT_GT(w.ledger.pulls(), pulls);
+  EXPECT_EQ(w.ledger.visits(), visits) << "no idle holder was locked again";
+}
+
+TEST(peak_ledger, SettlingSeveralHoldersOfOneDrainGivesTheExactPeak) {
+  // A drain moves counts from lanes back to their stream under one lock: each lane rises above
+  // its ceiling while the stream falls; settling them one after another passes through sums
+  // below zero and must end at the exact peak, never above it.
+  ledger_world w(3);
+  w.change(0, q_allocated, 0, 10000);  // the stream allocates
+  w.change(1, q_allocated, 0, -6000);  // two lanes free what it allocated
+  w.change(2, q_allocated, 0, -3000);
+  ASSERT_EQ(w.check(), "");
+  for (auto& b : w.boxes) b->lock.lock();
+  stats_holder* held[] = {&w.boxes[0]->h, &w.boxes[1]->h, &w.boxes[2]->h};
+  stats_delta up, down;
+  up.d[q_allocated] = 6000;
+  w.boxes[1]->h.stats.apply(pool_kind::small, up);
+  up.d[q_allocated] = 3000;
+  w.boxes[2]->h.stats.apply(pool_kind::small, up);
+  down.d[q_allocated] = -9000;
+  w.boxes[0]->h.stats.apply(pool_kind::small, down);
+  for (stats_holder* h : held) w.ledger.settle(*h, held, 3, w.global);
+  for (auto& b : w.boxes) b->lock.unlock();
+  EXPECT_EQ(w.global[q_allocated][0], 10000u);
+  EXPECT_EQ(w.global[q_allocated][pool_count], 10000u);
+}
+
+}  // namespace
+}  // namespace cachalot::detail
