@@ -2,7 +2,8 @@
 // into a status plus this thread's last-error message: no C++ exception crosses the boundary.
 // A handle is a small tombstone-able record: cachalot_destroy frees the allocator but keeps the
 // record, marked dead, so that a later call through a stale handle is reported as an error
-// instead of touching freed memory.
+// instead of touching freed memory. A default allocator's handle (cachalot_default_handle) owns
+// nothing: one per device, made once, never freed, and cachalot_destroy leaves it alone.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>

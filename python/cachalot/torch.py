@@ -259,7 +259,6 @@ class TenantPool:
     def __init__(self, allocator, pool, name, device, stream):
         self.allocator, self.id, self.name, self.device = allocator, pool, name, device
         self._stream = stream
-        self._routes = []
 
     def _current_stream(self):
         if self._stream is not None:
@@ -267,13 +266,10 @@ class TenantPool:
         return int(_import_torch().cuda.current_stream(self.device).cuda_stream)
 
     def __enter__(self):
-        stream = self._current_stream()
-        self.allocator.begin_allocate(self.id, stream)
-        self._routes.append(stream)
+        self.allocator.begin_allocate(self.id, self._current_stream())
         return self
 
     def __exit__(self, *exc):
-        self._routes.pop()
         self.allocator.end_allocate(self.id)
         return False
 
