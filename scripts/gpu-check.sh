@@ -18,7 +18,9 @@
 # rebuild failed); NOT RUN (reason) when the overall budget (GPU_CHECK_BUDGET_S, default 450 s)
 # is used up. Exit status: 0 when every row is PASS or SKIP, 1 otherwise.
 # The steps: the ABI of libcachalot.so; the hook tests (simulated and GPU); the default
-# allocator/adapter tests; the CUDA backend and allocator tests; the driver ABI check
+# allocator/adapter tests; the CUDA backend and allocator tests (with the round trip of a tenant
+# pool's sleep(offload) and wake: kernels, another tenant filling the device, a CUDA graph
+# captured before the sleep replayed after the wake); the driver ABI check
 # (declarations against cuda.h, the loader's requests on the fake driver, the real driver's
 # entry points); the driver-API context rule (fresh process) and the driver backend against the
 # CUDA runtime; the device cost model's latencies (cachalot_device_costs, its config line checked

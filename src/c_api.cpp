@@ -2,7 +2,8 @@
 // into a status plus this thread's last-error message: no C++ exception crosses the boundary.
 // A handle is a small tombstone-able record: cachalot_destroy frees the allocator but keeps the
 // record, marked dead, so that a later call through a stale handle is reported as an error
-// instead of touching freed memory.
+// instead of touching freed memory. A default allocator's handle (cachalot_default_handle) owns
+// nothing: one per device, made once, never freed, and cachalot_destroy leaves it alone.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -15,13 +16,15 @@
 
 #include "cachalot/allocator.hpp"
 #include "cachalot/cachalot.h"
+#include "cachalot/default.hpp"
 #include "cachalot/version.h"
 #include "detail/c_error.hpp"
 #include "detail/snapshot_json.hpp"
 
 struct cachalot_allocator {
   std::uint64_t magic;
-  std::unique_ptr<cachalot::allocator> impl;
+  std::unique_ptr<cachalot::allocator> owned;  // null in a default allocator's handle
+  cachalot::allocator* impl;                   // owned.get(), or the default allocator
 };
 
 namespace cachalot::detail {
@@ -311,19 +314,41 @@ cachalot_status cachalot_create(const char* config_text, cachalot_allocator** ou
   return detail::guarded([&] {
     const config cfg = config::parse(config_text == nullptr ? "" : config_text);
     auto impl = std::make_unique<allocator>(cfg);
-    *out = new cachalot_allocator{detail::live_magic, std::move(impl)};
+    cachalot_allocator* h = new cachalot_allocator{detail::live_magic, std::move(impl), nullptr};
+    h->impl = h->owned.get();
+    *out = h;
   });
 }
 
 void cachalot_destroy(cachalot_allocator* a) {
   if (a == nullptr || a->magic != detail::live_magic) return;
+  if (a->owned == nullptr) return;  // a default allocator's handle: never destroyed
   a->magic = detail::dead_magic;
   try {
-    a->impl.reset();
+    a->owned.reset();
+    a->impl = nullptr;
     std::lock_guard<std::mutex> lock(detail::tombstone_mutex());
     detail::tombstones().push_back(a);
   } catch (...) {
   }
+}
+
+cachalot_status cachalot_default_handle(int device, cachalot_allocator** out) {
+  if (out == nullptr) {
+    return detail::fail(CACHALOT_ERROR_INVALID_ARGUMENT, "cachalot_default_handle: out is NULL");
+  }
+  *out = nullptr;
+  return detail::guarded([&] {
+    allocator& a = default_allocator(device);  // checks the device, creates it if needed
+    // One handle per device, made once and never freed, like the default allocators.
+    static std::mutex m;
+    static cachalot_allocator* handles[max_default_devices] = {};
+    std::lock_guard<std::mutex> lock(m);
+    if (handles[device] == nullptr) {
+      handles[device] = new cachalot_allocator{detail::live_magic, nullptr, &a};
+    }
+    *out = handles[device];
+  });
 }
 
 cachalot_status cachalot_malloc(cachalot_allocator* a, void** out, size_t size, void* stream) {

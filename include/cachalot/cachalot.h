@@ -242,6 +242,13 @@ CACHALOT_API cachalot_status cachalot_default_configure(const char* config);
  *  device's memory, as config key memory_fraction. Only before that allocator exists (or with
  *  the fraction it has): else CACHALOT_ERROR_NOT_SUPPORTED, nothing changed. */
 CACHALOT_API cachalot_status cachalot_default_set_memory_fraction(int device, double fraction);
+/** `*out` = a handle on the default allocator of `device` (created if needed), for every
+ *  function that takes a cachalot_allocator: its memory pools (cachalot_pool_create,
+ *  cachalot_pool_begin_allocate, cachalot_pool_sleep, cachalot_pool_wake, ...), stats and
+ *  summary. The same handle on every call for a device; cachalot_destroy on it does nothing
+ *  (default allocators are never destroyed). Fails as cachalot_default_malloc would create the
+ *  allocator (bad device, bad config, no CUDA). */
+CACHALOT_API cachalot_status cachalot_default_handle(int device, cachalot_allocator** out);
 /** 1 if the default allocator of `device` exists, else 0 (never creates one). */
 CACHALOT_API int cachalot_default_exists(int device);
 /** Allocates `size` bytes on `device` for work on `stream` (the default allocator of `device`,

@@ -17,15 +17,17 @@ which the framework hooks use; Allocator is an allocator of your own (cachalot_c
 Default allocators run on CUDA: without a usable driver they fail with an error naming the
 cause, never silently on a simulated device (CACHALOT_CONF=backend:simulated asks for it).
 """
+import threading
+
 from . import _lib, _snapshot, _stats
 from ._lib import (BackendError, CachalotError, InvalidArgumentError, InvalidPointerError,
                    NotSupportedError, OutOfMemoryError, PoolAsleepError)
 
 __all__ = [
     "Allocator", "BackendError", "CachalotError", "InvalidArgumentError", "InvalidPointerError",
-    "NotSupportedError", "OutOfMemoryError", "PoolAsleepError", "configure", "dump_snapshot",
-    "empty_cache", "library_path", "memory_snapshot", "memory_stats", "memory_summary", "raw_stats",
-    "reset_peak_memory_stats", "set_memory_fraction", "snapshot",
+    "NotSupportedError", "OutOfMemoryError", "PoolAsleepError", "configure", "default_allocator",
+    "dump_snapshot", "empty_cache", "library_path", "memory_snapshot", "memory_stats",
+    "memory_summary", "raw_stats", "reset_peak_memory_stats", "set_memory_fraction", "snapshot",
 ]
 
 __version__ = "0.1.0"
@@ -140,6 +142,7 @@ class Allocator:
                    "cachalot.Allocator")
         self._handle = handle
         self._callbacks = []
+        self._default = False  # default_allocator()'s objects: never destroyed
 
     def _h(self):
         if self._handle is None:
@@ -238,6 +241,15 @@ class Allocator:
         """Drops the pool's reference (its memory goes back once its blocks are freed)."""
         _lib.check(self._lib.cachalot_pool_release(self._h(), pool))
 
+    def begin_allocate(self, pool, stream):
+        """Routes this allocator's allocations on `stream` (from any thread) to `pool` until
+        end_allocate(pool); routes nest, the most recent first."""
+        _lib.check(self._lib.cachalot_pool_begin_allocate(self._h(), pool, stream))
+
+    def end_allocate(self, pool):
+        """Ends the most recent route into `pool`."""
+        _lib.check(self._lib.cachalot_pool_end_allocate(self._h(), pool))
+
     def pool_malloc(self, pool, size, stream=0):
         """Allocates `size` bytes from `pool` for work on `stream`; returns the address."""
         out = _lib.ctypes.c_void_p()
@@ -281,8 +293,9 @@ class Allocator:
         return _stats.to_dict(s)
 
     def close(self):
-        """Destroys the allocator (its memory goes back to the device). Idempotent."""
-        if self._handle is not None:
+        """Destroys the allocator (its memory goes back to the device). Idempotent. Does
+        nothing on default_allocator()'s object: default allocators are never destroyed."""
+        if self._handle is not None and not self._default:
             self._lib.cachalot_destroy(self._handle)
             self._handle = None
 
@@ -297,6 +310,28 @@ class Allocator:
             self.close()
         except Exception:  # interpreter shutdown: the library may be gone
             pass
+
+
+_defaults = {}  # device -> default_allocator()
+_defaults_lock = threading.Lock()
+
+
+def default_allocator(device=None):
+    """The default allocator of `device` (the one behind memory_stats() and the framework
+    hooks: cachalot.torch, cachalot.cupy), created if needed, as an Allocator: its pools,
+    sleep and wake. close() does nothing on it."""
+    d = _device(device)
+    with _defaults_lock:
+        a = _defaults.get(d)
+        if a is None:
+            lib = _lib.load()
+            handle = _lib.ctypes.c_void_p()
+            _lib.check(lib.cachalot_default_handle(d, _lib.ctypes.byref(handle)),
+                       "cachalot.default_allocator")
+            a = Allocator.__new__(Allocator)
+            a._lib, a._handle, a._callbacks, a._default = lib, handle, [], True
+            _defaults[d] = a
+    return a
 
 
 def _mode(mode):

@@ -35,6 +35,22 @@ getCheckpointState after each recording: use "max-autotune-no-cudagraphs", or to
 torch.cuda.memory._record_memory_history (use config key trace_file, and dump_snapshot() below),
 CUDA tensors through torch.multiprocessing (IPC handles: shareIpcHandle, getIpcDevPtr), and
 torch.cuda.get_per_process_memory_fraction (the limit is in memory_summary()'s title).
+
+Tenant pools that sleep and wake (a model's memory given back while it idles, and restored at
+the same addresses, so its tensors and CUDA graphs stay valid; needs config key
+expandable_segments:1):
+
+    batch = cachalot.torch.tenant("batch", sleepable=True, priority=-1)
+    with batch:                      # torch's allocations on this stream go to the pool
+        model = load_batch_model().cuda()
+    with cachalot.torch.asleep(batch, "offload"):   # its device memory is given back
+        serve_critical_spike()
+    # awake again: `model` has its weights, at the same addresses
+
+A tenant pool is a pool of the default allocator of its device (the one the extension's hooks
+call); its route is by stream (torch.cuda.current_stream() when the block is entered), so work
+queued on that stream from any thread allocates from it while the block runs. A CUDA graph
+captured inside still gets its own graph pool (graph pools never sleep).
 """
 import glob
 import os
@@ -48,7 +64,8 @@ from . import _lib
 __all__ = ["enable", "enabled", "wired_hooks", "memory_stats", "memory_summary",
            "memory_snapshot", "snapshot", "dump_snapshot", "empty_cache",
            "reset_peak_memory_stats", "memory_allocated", "max_memory_allocated",
-           "memory_reserved", "max_memory_reserved", "ExtensionError"]
+           "memory_reserved", "max_memory_reserved", "ExtensionError", "TenantPool", "tenant",
+           "sleep", "wake", "asleep"]
 
 _ENTRY_POINTS = (
     "cachalot_default_malloc", "cachalot_torch_free", "cachalot_default_record_stream",
@@ -231,3 +248,79 @@ def memory_reserved(device=None):
 def max_memory_reserved(device=None):
     """Peak of memory_reserved() (torch.cuda.max_memory_reserved())."""
     return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+class TenantPool:
+    """A tenant pool of the default allocator of a device (tenant() makes one). Inside
+    ``with pool:`` PyTorch's allocations on the stream that was current at entry come from the
+    pool (blocks nest: the most recent route wins); freeing its tensors works anywhere. The
+    pool lives as long as the process (its memory goes back with its tensors and empty_cache)."""
+
+    def __init__(self, allocator, pool, name, device, stream):
+        self.allocator, self.id, self.name, self.device = allocator, pool, name, device
+        self._stream = stream
+
+    def _current_stream(self):
+        if self._stream is not None:
+            return self._stream
+        return int(_import_torch().cuda.current_stream(self.device).cuda_stream)
+
+    def __enter__(self):
+        self.allocator.begin_allocate(self.id, self._current_stream())
+        return self
+
+    def __exit__(self, *exc):
+        self.allocator.end_allocate(self.id)
+        return False
+
+    def is_asleep(self):
+        """True while the pool is asleep (or going to sleep, or waking)."""
+        return self.allocator.is_asleep(self.id)
+
+    def memory_stats(self):
+        """The pool's counters, in the layout of memory_stats() (sleep figures included)."""
+        return self.allocator.pool_stats(self.id)
+
+    def __repr__(self):
+        return f"TenantPool({self.name!r}, id={self.id}, device={self.device})"
+
+
+def tenant(name="", sleepable=False, sleep_mode="offload", priority=0, limit=0, guarantee=0,
+           on_sleep=None, device=None, stream=None):
+    """Creates a tenant pool of the default allocator of `device` and returns it as a
+    TenantPool, a context manager that routes PyTorch's allocations to it (see the module
+    comment). `priority`, `limit`, `guarantee`, `sleepable`, `sleep_mode` and `on_sleep` are
+    those of cachalot.Allocator.create_pool: a sleepable pool may be put to sleep by cachalot
+    when a higher-priority pool would run out of memory. `stream`: an int cudaStream_t to route
+    instead of the current stream. Needs enable() first (otherwise PyTorch's allocations do not
+    reach cachalot) and config key expandable_segments:1 for sleep and wake."""
+    if not enabled():
+        raise RuntimeError("cachalot.torch.tenant() needs cachalot.torch.enable() first: "
+                           "without it PyTorch's allocations never reach cachalot's pools")
+    d = _device(device)
+    a = cachalot.default_allocator(d)
+    pool = a.create_pool(name, priority=priority, limit=limit, guarantee=guarantee,
+                         sleepable=sleepable, sleep_mode=sleep_mode, on_sleep=on_sleep)
+    return TenantPool(a, pool, name or f"pool {pool}", d, stream)
+
+
+def sleep(pool, mode="offload"):
+    """Puts a TenantPool to sleep: cachalot waits for the work queued on its memory (events on
+    its streams, never a device-wide synchronize), keeps its live bytes in pinned host memory
+    ("offload") or drops them ("discard", for caches and activations), and gives all its device
+    memory back. Its tensors keep their addresses; allocating from the pool raises until
+    wake(). Returns False if it was asleep already."""
+    return pool.allocator.sleep(pool.id, mode)
+
+
+def wake(pool):
+    """Maps device memory behind a sleeping TenantPool's tensors again, at the same addresses,
+    and copies offloaded bytes back. Returns False if it was awake. cachalot.OutOfMemoryError
+    (naming the pool) leaves it asleep."""
+    return pool.allocator.wake(pool.id)
+
+
+def asleep(pool, mode="offload"):
+    """A context manager: the TenantPool sleeps inside the ``with`` block and wakes at its end
+    (also when the block raises): ``with cachalot.torch.asleep(batch): serve_spike()``."""
+    return pool.allocator.asleep(pool.id, mode)

@@ -7,8 +7,10 @@ torch: cachalot.torch.enable() (building the extension), a training step and an 
 through it, an allocation larger than the device raising torch.cuda.OutOfMemoryError with the
 process going on, Tensor.record_stream on a side stream deferring reuse, torch.cuda.empty_cache
 returning memory (torch.cuda.mem_get_info), set_per_process_memory_fraction and graph capture
-refusing loudly, and the statistics and snapshot of the package. cupy: cachalot.cupy.enable(),
-array work on the default and a non-blocking stream, cupy.cuda.memory.OutOfMemoryError.
+refusing loudly, the statistics and snapshot of the package, and a tenant pool
+(cachalot.torch.tenant) sleeping with offload and waking with its tensor and a graph intact
+(in a child interpreter with expandable_segments:1). cupy: cachalot.cupy.enable(), array work
+on the default and a non-blocking stream, cupy.cuda.memory.OutOfMemoryError.
 Each part runs in its own interpreter. Prints one PASS/FAIL line per check; exits 0 when all
 passed, 1 when one failed, 77 when the part cannot run here (no framework or no GPU).
 Needs the package importable (PYTHONPATH=python with CACHALOT_LIBRARY=..., or installed).
@@ -17,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import traceback
 
@@ -173,6 +176,42 @@ def torch_part():
         assert snap["segments"] and len(snap["device_traces"]) > device
         return f"{len(snap['segments'])} segments in the snapshot"
 
+    def tenant_pool_sleeps_and_wakes():
+        # In a child interpreter: sleep and wake need expandable segments, which the config of
+        # this process (CACHALOT_CONF as given) may not have.
+        code = textwrap.dedent("""
+            import torch, cachalot.torch as ct
+            ct.enable(conf="expandable_segments:1")
+            n = 1 << 24
+            batch = ct.tenant("batch", sleepable=True)
+            with batch:
+                w = torch.arange(n, device="cuda", dtype=torch.float32)
+            torch.cuda.synchronize()
+            assert batch.memory_stats()["allocated_bytes.all.current"] >= 4 * n
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):  # its own graph pool; reads the tenant's tensor
+                out = w * 2
+            ptr = w.data_ptr()
+            free_awake = torch.cuda.mem_get_info()[0]
+            with ct.asleep(batch, "offload"):
+                assert batch.is_asleep()
+                assert batch.memory_stats()["reserved_bytes.all.current"] == 0
+                gave = torch.cuda.mem_get_info()[0] - free_awake
+                assert gave >= 4 * n, gave
+            assert w.data_ptr() == ptr
+            assert torch.equal(w, torch.arange(n, device="cuda", dtype=torch.float32))
+            out.zero_()
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, w * 2)
+            print(f"gave back {gave >> 20} MiB asleep; contents and graph replay correct")
+        """)
+        env = dict(os.environ, CACHALOT_CONF="expandable_segments:1")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout.strip().splitlines()[-1]
+
     for name, fn in (("training step", training_step), ("inference loop", inference_loop),
                      ("out of memory raises and the process goes on", out_of_memory_then_go_on),
                      ("record_stream on a side stream defers reuse", record_stream_defers_reuse),
@@ -180,7 +219,9 @@ def torch_part():
                      ("memory fraction after first use is an error",
                       memory_fraction_after_first_use_is_loud),
                      ("graph capture through a private pool", graph_capture_through_a_private_pool),
-                     ("memory_stats and dump_snapshot", stats_and_snapshot)):
+                     ("memory_stats and dump_snapshot", stats_and_snapshot),
+                     ("tenant pool sleeps and wakes (cachalot.torch.tenant)",
+                      tenant_pool_sleeps_and_wakes)):
         check(name, fn)
     print(ct.memory_summary())
     return 1 if FAILED else 0

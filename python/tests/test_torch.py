@@ -141,3 +141,111 @@ def test_extension_logic_against_pytorch_header_doubles(generation, tmp_path):
     proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("ok")
+
+
+SLEEP_CONF = "backend:simulated,capacity:64MiB,host_backing:1,expandable_segments:1"
+
+
+def stream_torch(root, stream=0x50):
+    """A stand-in `torch` whose current stream is `stream` (torch.cuda.current_stream(device)
+    .cuda_stream), for the tenant pools; enable() is not reached (the tests mark the extension
+    installed: its malloc hook calls cachalot_default_malloc, as the tests do)."""
+    pkg = root / "torch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(f"""
+        __version__ = "2.9.0+fake"
+        class version:
+            cuda = "12.4"
+        class _Stream:
+            cuda_stream = {stream}
+        class cuda:
+            asked = []
+            @staticmethod
+            def is_initialized():
+                return True
+            @staticmethod
+            def current_device():
+                return 0
+            @staticmethod
+            def current_stream(device=None):
+                cuda.asked.append(device)
+                return _Stream()
+    """))
+    return str(root)
+
+
+# What the extension's malloc hook does (cachalot_default_malloc on the tensor's device and
+# stream), so that the route is exercised through the default allocator the extension uses.
+TORCH_MALLOC = """
+    import ctypes, pytest, torch, cachalot, cachalot.torch
+    from cachalot import _lib
+    lib = _lib.load()
+    MiB = 1 << 20
+    def torch_malloc(size, stream=0x50):
+        out = ctypes.c_void_p()
+        _lib.check(lib.cachalot_default_malloc(0, ctypes.byref(out), size, stream))
+        return out.value
+    def torch_free(ptr, stream=0x50):
+        _lib.check(lib.cachalot_default_free(0, ptr, 0, stream))
+"""
+
+
+def test_tenant_needs_enable(tmp_path):
+    run_python("""
+        import pytest, cachalot.torch
+        with pytest.raises(RuntimeError, match="needs cachalot.torch.enable"):
+            cachalot.torch.tenant("batch", sleepable=True)
+    """, pythonpath=[stream_torch(tmp_path)], conf=SLEEP_CONF)
+
+
+def test_tenant_routes_the_current_stream_and_sleeps_and_wakes(tmp_path):
+    run_python(TORCH_MALLOC + """
+    cachalot.torch._wired = "malloc free"  # the extension's hooks, as enable() would install
+    batch = cachalot.torch.tenant("batch", sleepable=True, priority=-1)
+    assert batch.name == "batch" and batch.device == 0
+    with batch as p:
+        assert p is batch
+        w = torch_malloc(3 * MiB)            # on the current stream: the pool's
+        other = torch_malloc(1 * MiB, 0x60)  # another stream: the default pool's
+    assert torch.cuda.asked == [0]
+    d = torch_malloc(1 * MiB)                # after the block: the default pool's
+    st = batch.memory_stats()
+    assert st["allocated_bytes.all.current"] == 3 * MiB, st
+    assert cachalot.memory_stats()["allocated_bytes.all.current"] == 5 * MiB
+    ctypes.memset(w, 0xA7, 3 * MiB)
+    with cachalot.torch.asleep(batch, "offload"):
+        assert batch.is_asleep()
+        assert batch.memory_stats()["reserved_bytes.all.current"] == 0
+        assert batch.memory_stats()["cachalot.sleep_bytes_offloaded"] == 3 * MiB
+        with batch:  # an allocation routed to the sleeping pool is refused, typed
+            with pytest.raises(cachalot.PoolAsleepError, match="'batch'"):
+                torch_malloc(1 * MiB)
+        torch_free(d)  # the rest of the process goes on
+    assert not batch.is_asleep()
+    assert ctypes.string_at(w, 3 * MiB) == b"\\xa7" * (3 * MiB)  # same address, same bytes
+    assert cachalot.torch.sleep(batch, "discard") and not cachalot.torch.sleep(batch)
+    assert cachalot.torch.wake(batch) and not cachalot.torch.wake(batch)
+    assert batch.memory_stats()["cachalot.sleep_num_wakes"] == 2
+    torch_free(w)
+    torch_free(other, 0x60)
+    assert cachalot.memory_stats()["allocated_bytes.all.current"] == 0
+    cachalot.default_allocator().close()  # does nothing: the default allocator stays
+    assert cachalot.default_allocator() is cachalot.default_allocator(0)
+    assert "Pool 1 sleep: awake; sleeps 2" in cachalot.memory_summary()
+    """, pythonpath=[stream_torch(tmp_path)], conf=SLEEP_CONF)
+
+
+def test_tenant_on_fixed_segments_refuses_sleep_with_the_reason(tmp_path):
+    run_python(TORCH_MALLOC + """
+    cachalot.torch._wired = "malloc free"
+    t = cachalot.torch.tenant("t", stream=0x70)
+    with t:
+        p = torch_malloc(1 * MiB, 0x70)
+    with pytest.raises(cachalot.NotSupportedError, match="expandable_segments"):
+        cachalot.torch.sleep(t)
+    with pytest.raises(cachalot.InvalidArgumentError, match="unknown sleep mode"):
+        with cachalot.torch.asleep(t, "nap"):
+            pass
+    assert not t.is_asleep()
+    torch_free(p, 0x70)
+    """, pythonpath=[stream_torch(tmp_path)], conf="backend:simulated,capacity:64MiB")

@@ -374,4 +374,56 @@ TEST(default_c_api, GraphPoolHooksRouteToAPoolAndGiveItBack) {
   });
 }
 
+// cachalot_default_handle: the default allocator as a cachalot_allocator, the same one the
+// hooks allocate from: a tenant pool routed by stream gets cachalot_default_malloc's blocks,
+// sleeps and wakes; cachalot_destroy on the handle does nothing.
+TEST(default_c_api, HandleReachesTheDefaultAllocatorsPools) {
+  isolated("backend:simulated,capacity:64MiB,host_backing:1,expandable_segments:1", log_level::warn,
+           [](child&) {
+             cachalot_allocator* h = nullptr;
+             CHILD_EXPECT(cachalot_default_handle(0, nullptr) == CACHALOT_ERROR_INVALID_ARGUMENT,
+                          "NULL out");
+             CHILD_EXPECT(
+                 cachalot_default_handle(64, &h) == CACHALOT_ERROR_INVALID_ARGUMENT && h == nullptr,
+                 "bad device");
+             CHILD_EXPECT(cachalot_default_handle(0, &h) == CACHALOT_SUCCESS && h != nullptr,
+                          cachalot_last_error());
+             cachalot_allocator* again = nullptr;
+             CHILD_EXPECT(cachalot_default_handle(0, &again) == CACHALOT_SUCCESS && again == h,
+                          "one handle per device");
+             cachalot_pool_options o;
+             std::memset(&o, 0, sizeof o);
+             o.size = sizeof o;
+             o.name = "batch";
+             cachalot_pool_id pool = 0;
+             CHILD_EXPECT(cachalot_pool_create(h, &o, &pool) == CACHALOT_SUCCESS && pool != 0,
+                          cachalot_last_error());
+             void* s = reinterpret_cast<void*>(0x50);
+             CHILD_EXPECT(cachalot_pool_begin_allocate(h, pool, s) == CACHALOT_SUCCESS,
+                          cachalot_last_error());
+             void* p = nullptr;
+             CHILD_EXPECT(cachalot_default_malloc(0, &p, 1u << 20, s) == CACHALOT_SUCCESS,
+                          cachalot_last_error());
+             CHILD_EXPECT(cachalot_pool_end_allocate(h, pool) == CACHALOT_SUCCESS, "end");
+             cachalot_pool_id of = 0;
+             CHILD_EXPECT(cachalot_pool_of(h, p, &of) == CACHALOT_SUCCESS && of == pool,
+                          "the hook's allocation came from the routed pool");
+             std::memset(p, 0x3C, 1u << 20);
+             int did = 0;
+             CHILD_EXPECT(
+                 cachalot_pool_sleep(h, pool, CACHALOT_SLEEP_OFFLOAD, &did) == CACHALOT_SUCCESS &&
+                     did == 1,
+                 cachalot_last_error());
+             CHILD_EXPECT(stats(0).reserved_bytes.all.current == 0, "asleep: nothing reserved");
+             CHILD_EXPECT(cachalot_pool_wake(h, pool, &did) == CACHALOT_SUCCESS && did == 1,
+                          cachalot_last_error());
+             CHILD_EXPECT(static_cast<unsigned char*>(p)[(1u << 20) - 1] == 0x3C, "bytes back");
+             cachalot_destroy(h);  // does nothing on a default allocator's handle
+             CHILD_EXPECT(cachalot_default_free(0, p, 0, s) == CACHALOT_SUCCESS,
+                          cachalot_last_error());
+             CHILD_EXPECT(cachalot_pool_release(h, pool) == CACHALOT_SUCCESS,
+                          "the handle still works after cachalot_destroy");
+           });
+}
+
 }  // namespace

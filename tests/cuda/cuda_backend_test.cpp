@@ -17,6 +17,7 @@
 
 #include "cachalot/cachalot.hpp"
 #include "cachalot/cuda_backend.hpp"
+#include "cuda_gpu_test.hpp"
 #include "cuda_test_device.hpp"
 #include "detail/cuda_driver.hpp"
 #include "kernels.hpp"
@@ -27,61 +28,6 @@ using cachalot::MiB;
 using cachalot::testing::count_mismatches;
 using cachalot::testing::fill_pattern;
 using cachalot::testing::kernels_available;
-
-// A device both cachalot (the driver) and this test's CUDA runtime can use.
-#define REQUIRE_GPU()                                                                        \
-  do {                                                                                       \
-    if (cachalot::cuda_device_count() == 0)                                                  \
-      GTEST_SKIP() << "no CUDA device: " << cachalot::cuda_unavailable_reason();             \
-    const std::string runtime_why = cachalot::testing::cuda_test_device::no_device_reason(); \
-    if (!runtime_why.empty()) GTEST_SKIP() << runtime_why << " (the test's CUDA runtime)";   \
-  } while (false)
-
-#define REQUIRE_KERNELS()                                                         \
-  do {                                                                            \
-    REQUIRE_GPU();                                                                \
-    if (!kernels_available()) GTEST_SKIP() << "test kernels not built (no nvcc)"; \
-  } while (false)
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-cachalot::config cuda_config(std::size_t limit = 0, int device = 0) {
-  cachalot::config cfg;
-  cfg.backend = cachalot::backend_kind::cuda;
-  cfg.device = device;
-  cfg.memory_limit = limit;
-  return cfg;
-}
-
-// RAII stream for the tests.
-struct stream_holder {
-  cudaStream_t s = nullptr;
-  stream_holder() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
-  ~stream_holder() { (void)cudaStreamDestroy(s); }
-  stream_holder(const stream_holder&) = delete;
-  stream_holder& operator=(const stream_holder&) = delete;
-  void* get() const { return static_cast<void*>(s); }
-};
-
-// A device counter of mismatched words, read back on demand.
-struct mismatch_counter {
-  unsigned long long* d = nullptr;
-  mismatch_counter() {
-    void* raw = nullptr;
-    EXPECT_EQ(cudaMalloc(&raw, sizeof *d), cudaSuccess);
-    d = static_cast<unsigned long long*>(raw);
-    EXPECT_EQ(cudaMemset(d, 0, sizeof *d), cudaSuccess);
-  }
-  ~mismatch_counter() { (void)cudaFree(d); }
-  mismatch_counter(const mismatch_counter&) = delete;
-  mismatch_counter& operator=(const mismatch_counter&) = delete;
-  unsigned long long read() const {
-    unsigned long long h = 0;
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
 
 // --- Everywhere -------------------------------------------------------------------------
 

@@ -747,5 +747,65 @@ TEST_F(FakeDriver, TheAllocatorRunsOnTheDriverBackend) {
   EXPECT_EQ(ctl().live("allocations"), 0);
 }
 
+// The sleep and wake of a tenant pool on the CUDA backend: the pinned host buffer
+// (cuMemHostAlloc, cuMemFreeHost), the copies on the pool's stream (cuMemcpyDtoHAsync,
+// cuMemcpyHtoDAsync), the device memory given back and mapped again at the same addresses. The
+// fake driver keeps no contents, so the bytes themselves are checked on a GPU
+// (cuda_sleep_test.cpp) and on the host-backed simulated device (pool_sleep_test.cpp).
+TEST_F(FakeDriver, APoolSleepsAndWakesThroughPinnedHostCopiesOnTheDriverBackend) {
+  void* s0 = ctl().create_stream(0);
+  {
+    allocator a(config::parse("backend:cuda,device:0,expandable_segments:1"));
+    pool_options o;
+    o.name = "batch";
+    const pool_id batch = a.create_pool(o);
+    void* p = a.allocate(3 * MiB, s0, batch);
+    void* q = a.allocate(5 * MiB, s0, batch);
+    ASSERT_GT(ctl().used_bytes(0), 0u);
+    const long out0 = ctl().calls("cuMemcpyDtoHAsync");
+    const long in0 = ctl().calls("cuMemcpyHtoDAsync");
+
+    // Out of pinned memory: the sleep fails with out_of_memory and the pool stays awake.
+    ctl().fail("cuMemHostAlloc", 1, cu::kErrorOutOfMemory);
+    EXPECT_THROW((void)a.sleep(batch, sleep_mode::offload), out_of_memory);
+    EXPECT_FALSE(a.pools()[batch].asleep);
+    EXPECT_EQ(ctl().live("host"), 0);
+
+    ASSERT_TRUE(a.sleep(batch, sleep_mode::offload));
+    EXPECT_EQ(ctl().used_bytes(0), 0u) << "the sleeping pool gave its device memory back";
+    EXPECT_EQ(ctl().live("host"), 1) << "one pinned buffer holds the live blocks";
+    EXPECT_GT(ctl().calls("cuMemcpyDtoHAsync"), out0);
+    EXPECT_GE(a.stats(batch).sleep.bytes_offloaded, 8 * MiB);
+    EXPECT_EQ(a.stats(batch).reserved_bytes.all.current, 0u);
+    EXPECT_THROW((void)a.allocate(MiB, s0, batch), pool_asleep);
+    EXPECT_EQ(ctl().current_device(), -1);
+
+    ASSERT_TRUE(a.wake(batch));
+    EXPECT_GT(ctl().used_bytes(0), 0u);
+    EXPECT_EQ(ctl().device_of(reinterpret_cast<std::uintptr_t>(p)), 0) << "mapped again";
+    EXPECT_EQ(ctl().device_of(reinterpret_cast<std::uintptr_t>(q)), 0) << "mapped again";
+    EXPECT_GT(ctl().calls("cuMemcpyHtoDAsync"), in0);
+    EXPECT_EQ(ctl().live("host"), 0) << "the pinned buffer is freed after the copy back";
+    EXPECT_EQ(a.pool_of(p), batch);
+
+    // Discard: no pinned memory and no copies either way.
+    const long out1 = ctl().calls("cuMemcpyDtoHAsync");
+    const long in1 = ctl().calls("cuMemcpyHtoDAsync");
+    ASSERT_TRUE(a.sleep(batch, sleep_mode::discard));
+    EXPECT_EQ(ctl().used_bytes(0), 0u);
+    EXPECT_EQ(ctl().live("host"), 0);
+    ASSERT_TRUE(a.wake(batch));
+    EXPECT_EQ(ctl().calls("cuMemcpyDtoHAsync"), out1);
+    EXPECT_EQ(ctl().calls("cuMemcpyHtoDAsync"), in1);
+    EXPECT_EQ(a.stats(batch).sleep.num_wakes, 2u);
+    a.deallocate(p, s0);
+    a.deallocate(q, s0);
+    EXPECT_EQ(ctl().current_device(), -1);
+  }
+  EXPECT_EQ(ctl().live("allocations"), 0);
+  EXPECT_EQ(ctl().live("host"), 0);
+  ctl().destroy_stream(s0);
+}
+
 }  // namespace
 }  // namespace cachalot::testing

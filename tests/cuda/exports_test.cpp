@@ -64,6 +64,7 @@ const char* const kEntryPoints[] = {
     "cachalot_default_configure",
     "cachalot_default_set_memory_fraction",
     "cachalot_default_exists",
+    "cachalot_default_handle",
     "cachalot_default_malloc",
     "cachalot_default_free",
     "cachalot_default_record_stream",

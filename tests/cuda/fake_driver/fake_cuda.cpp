@@ -262,16 +262,20 @@ CUctx_st* stream_context(const state& s, CUstream stream, CUctx_st* current) {
   return current;
 }
 
-// True when [ptr, ptr + bytes) lies inside one cuMemAlloc allocation or one mapped chunk.
+// True when [ptr, ptr + bytes) lies inside one cuMemAlloc allocation or adjacent mapped chunks.
 bool device_range(const state& s, CUdeviceptr ptr, std::size_t bytes) {
   const auto p = static_cast<std::uintptr_t>(ptr);
   auto a = s.allocs.upper_bound(p);
   if (a != s.allocs.begin() && p + bytes <= std::prev(a)->first + std::prev(a)->second.second) {
     return std::prev(a)->first <= p;
   }
+  // Mapped chunks: a range over adjacent mappings is one range (as a real driver's copies and
+  // kernels see a virtual range mapped chunk by chunk, e.g. expandable segments).
   auto m = s.mappings.upper_bound(p);
-  return m != s.mappings.begin() && std::prev(m)->first <= p &&
-         p + bytes <= std::prev(m)->first + std::prev(m)->second.bytes;
+  if (m == s.mappings.begin() || std::prev(m)->first > p) return false;
+  std::uintptr_t end = std::prev(m)->first + std::prev(m)->second.bytes;
+  for (; end < p + bytes && m != s.mappings.end() && m->first == end; ++m) end += m->second.bytes;
+  return p + bytes <= end;
 }
 
 bool context_captures(const state& s, const CUctx_st* ctx) {
