@@ -92,20 +92,21 @@ bool find_versioned(const proc_lookup& lookup, driver_load& out) {
   }
   CACHALOT_CU_REQUIRED_ENTRY_POINTS(CACHALOT_CU_FIND_REQUIRED)
 #undef CACHALOT_CU_FIND_REQUIRED
-#define CACHALOT_CU_FIND_VM(name, abi, params)                                         \
-  out.api.name = reinterpret_cast<pfn_##name>(lookup.find("cu" #name, abi, &why));     \
-  if (out.api.name == nullptr && out.vm_missing.empty()) {                             \
-    out.vm_missing = fmt::format("the CUDA driver (version {}) lacks cu" #name ": {}", \
-                                 version_string(out.version), why);                    \
-  }
+  // An optional entry point: a missing one names itself in `missing` (the first only).
+  const auto find_optional = [&](const char* name, int abi, std::string& missing) {
+    void* p = lookup.find(name, abi, &why);
+    if (p == nullptr && missing.empty()) {
+      missing = fmt::format("the CUDA driver (version {}) lacks {}: {}",
+                            version_string(out.version), name, why);
+    }
+    return p;
+  };
+#define CACHALOT_CU_FIND_VM(name, abi, params) \
+  out.api.name = reinterpret_cast<pfn_##name>(find_optional("cu" #name, abi, out.vm_missing));
   CACHALOT_CU_VM_ENTRY_POINTS(CACHALOT_CU_FIND_VM)
 #undef CACHALOT_CU_FIND_VM
-#define CACHALOT_CU_FIND_HOST(name, abi, params)                                         \
-  out.api.name = reinterpret_cast<pfn_##name>(lookup.find("cu" #name, abi, &why));       \
-  if (out.api.name == nullptr && out.host_missing.empty()) {                             \
-    out.host_missing = fmt::format("the CUDA driver (version {}) lacks cu" #name ": {}", \
-                                   version_string(out.version), why);                    \
-  }
+#define CACHALOT_CU_FIND_HOST(name, abi, params) \
+  out.api.name = reinterpret_cast<pfn_##name>(find_optional("cu" #name, abi, out.host_missing));
   CACHALOT_CU_HOST_ENTRY_POINTS(CACHALOT_CU_FIND_HOST)
 #undef CACHALOT_CU_FIND_HOST
   return true;
