@@ -17,6 +17,9 @@ Targets (per trace and segment kind; the capacity is a multiple of the trace's p
   syncs     at 1.2x and 2x: no synchronization outside an out-of-memory retry, empty_cache or
             trim (gc_syncs: those a release before a growth made)
   time      at 1.2x and 2x: modeled device time <= 1 % of the trace's span
+  time+     at 1.2x and 2x: modeled device time above the reference's <= 1 % of the span (what
+            the policy adds to caching's floor: reserving a trace's peak once already costs
+            more than 1 % of these spans of a few hundred ms, for any allocator)
   maps      expandable, at 1.2x and 2x: chunk maps <= 2x the chunks of peak reserved
   capacity  the smallest capacity with no OOM no larger than before's
   monotone  no more OOMs with more capacity, 1.00x to 2.00x in 1 % steps (--scan)
@@ -127,6 +130,14 @@ def check_trace(name, kinds):
             if share is not None:
                 rows.append(("time", kind, f, share <= 0.01,
                              "%.2f ms, %.2f %% of the span" % (a["device_ms"], 100 * share)))
+            span_ms = a.get("trace_span_us", 0) / 1e3
+            if share is not None and span_ms > 0 and ref.get("device_ms") is not None:
+                extra = a["device_ms"] - ref["device_ms"]
+                rows.append(("time+", kind, f, extra <= 0.01 * span_ms,
+                             "%.2f ms above the reference's %.2f ms (%.2f %% of the span; the "
+                             "reference alone: %.2f %%)" % (extra, ref["device_ms"],
+                                                             100 * extra / span_ms,
+                                                             100 * ref["device_ms"] / span_ms)))
             if kind == "expandable":
                 held = a["peak_reserved_bytes"] // CHUNK
                 rows.append(("maps", kind, f, a["chunk_maps"] <= 2 * held,
