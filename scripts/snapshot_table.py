@@ -17,17 +17,28 @@ model pricing each allocator's own calls). Then the checks: PyTorch's replay end
 snapshot's allocated bytes (the reconstruction is complete), and on a cold-start snapshot it
 reserves exactly the peak PyTorch recorded on the GPU, with the same segment sizes. Markdown on
 standard output (--json FILE: every figure); a tarball is unpacked into a temporary folder.
-Without --pytorch-replay the PyTorch columns say "not built".
+
+PyTorch's figures do not change when cachalot does: `--pytorch-figures FILE` with
+--pytorch-replay saves them (labelled with PyTorch's version, each trace's SHA-256, the capacity,
+the granule and the cost model pricing the calls: cachalot/_peerfigures.py), and without
+--pytorch-replay reads them back instead of running PyTorch's allocator, refusing (exit 2) a
+file whose figures are not those of these traces, this capacity or cachalot-replay's cost model.
+Without either, the PyTorch columns say "not built" (unless cachalot-pytorch-replay is found as
+cachalot/_replaytools.py finds it).
 """
 import argparse
+import datetime
 import json
 import os
+import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
+from cachalot import _peerfigures as pf  # noqa: E402
 from cachalot import _replaytools as rt  # noqa: E402
 from cachalot.convert import convert, load_snapshot  # noqa: E402
 from cachalot.report import format_bytes, parse_size  # noqa: E402
@@ -70,23 +81,46 @@ def run_snapshot(path, args, work):
     with open(trace, "w", encoding="ascii") as f:
         f.write("\n".join(conv.lines) + "\n")
     cap = args.capacity
-    rec = rt.recommended_conf(args.replay, trace, cap)
-    out = {"snapshot": os.path.basename(path), "conversion": conv, "recommended": rec,
-           "rows": {}}
+    events = snap["device_traces"][conv.device]
+    out = {"snapshot": os.path.basename(path), "conversion": conv, "rows": {},
+           "segment_allocs": [e["size"] for e in events if e.get("action") == "segment_alloc"]}
+    fixed = rt.cachalot_run(args.replay, trace, cap)
+    out["peak"] = fixed.doc["trace_peak_requested_bytes"]
+    cost_model = fixed.doc.get("cost_model")
+    saved = None
+    if args.figures is not None and not args.pytorch_replay:  # refused before any search
+        saved = args.figures.rows_for(out["snapshot"], pf.trace_sha256(trace), cap, rt.GRANULE,
+                                      cost_model)
+    out["recommended"] = rec = rt.recommended_conf(args.replay, trace, cap)
     for name, cfg in (("cachalot fixed", ""), ("cachalot expandable", "expandable_segments:1"),
                       ("cachalot recommended", rec)):
-        at_gpu = rt.cachalot_run(args.replay, trace, cap, cfg)
-        out["peak"] = at_gpu.doc["trace_peak_requested_bytes"]
+        at_gpu = fixed if not cfg else rt.cachalot_run(args.replay, trace, cap, cfg)
         out["rows"][name] = measure(
             name, lambda c, cfg=cfg: rt.cachalot_run(args.replay, trace, c, cfg).complete, at_gpu,
             out["peak"])
-    if args.pytorch_replay:
-        for name, exp in (("PyTorch", False), ("PyTorch expandable", True)):
-            at_gpu = rt.pytorch_run(args.pytorch_replay, trace, cap, exp)
-            out["rows"][name] = measure(
-                name, lambda c, e=exp: rt.pytorch_run(args.pytorch_replay, trace, c, e,
-                                                      True).complete, at_gpu, out["peak"])
+    if saved is not None:
+        out["rows"].update(saved)
+    elif args.pytorch_replay:
+        out["rows"].update(measure_pytorch(out["snapshot"], trace, out["peak"], cost_model, args))
     return out
+
+
+def measure_pytorch(snapshot, trace, peak, cost_model, args):
+    """PyTorch's rows, measured by its replay tool (and recorded in args.figures when they are
+    saved). @raises pf.FiguresError when its calls are priced otherwise than cachalot's"""
+    rows = {}
+    for name, exp in (("PyTorch", False), ("PyTorch expandable", True)):
+        at_gpu = rt.pytorch_run(args.pytorch_replay, trace, args.capacity, exp)
+        rows[name] = measure(
+            name, lambda c, e=exp: rt.pytorch_run(args.pytorch_replay, trace, c, e,
+                                                  True).complete, at_gpu, peak)
+        if rows[name]["doc"].get("cost_model") != cost_model:
+            raise pf.FiguresError("%s: PyTorch's replay priced its calls with %s, cachalot-replay "
+                                  "with %s" % (snapshot, rows[name]["doc"].get("cost_model"),
+                                               cost_model))
+    if args.figures is not None:
+        args.figures.add(snapshot, pf.trace_sha256(trace), rows)
+    return rows
 
 
 def cell(row, key, fmt):
@@ -105,34 +139,69 @@ def table(results, title, key, fmt, cap):
     return ["**%s** (capacity %s where it applies)" % (title, format_bytes(cap)), ""] + lines + [""]
 
 
+COMPARISONS = (("fixed vs PyTorch", ("cachalot fixed",), ("PyTorch",)),
+               ("expandable vs PyTorch expandable", ("cachalot expandable",),
+                ("PyTorch expandable",)),
+               ("recommended vs PyTorch's better", ("cachalot recommended",),
+                ("PyTorch", "PyTorch expandable")),
+               ("best of cachalot's settings vs PyTorch's best",
+                ("cachalot fixed", "cachalot expandable", "cachalot recommended"),
+                ("PyTorch", "PyTorch expandable")))
+
+
+def best(rows, names):
+    """The row of `names` with the smallest device, then the fewest device calls."""
+    return min((rows[n] for n in names), key=lambda x: (
+        float("inf") if x["smallest_bytes"] is None else x["smallest_bytes"], x["device_calls"]))
+
+
+def fits_in(a, b):
+    """True if row a's smallest device is at most row b's."""
+    return a["smallest_bytes"] is not None and (
+        b["smallest_bytes"] is None or a["smallest_bytes"] <= b["smallest_bytes"])
+
+
+def mib(n):
+    return "-" if n is None else "%d" % (n >> 20)
+
+
 def goal_lines(results):
-    """The goal: cachalot's smallest device <= PyTorch's, with no more device calls."""
-    lines = ["| snapshot | fixed vs PyTorch | expandable vs PyTorch expandable | "
-             "recommended vs PyTorch's better |", "|---|---|---|---|"]
-    met_all = True
+    """The goal: cachalot's smallest device <= PyTorch's, with no more device calls, like with
+    like (fixed, expandable) and each side's best setting. Returns (lines, met on every
+    snapshot by the recommended config against PyTorch's better setting, or None)."""
+    if any("PyTorch" not in r["rows"] for r in results):
+        return ["(PyTorch's allocator not built: no goal check)"], None
+    lines = ["| snapshot | " + " | ".join(c[0] for c in COMPARISONS) + " |",
+             "|---|" + "---|" * len(COMPARISONS)]
+    counts = [[0, 0, 0] for _ in COMPARISONS]
     for r in results:
         rows = r["rows"]
-        if "PyTorch" not in rows:
-            return ["(PyTorch's allocator not built: no goal check)"], None
-        best_pt = min((rows["PyTorch"], rows["PyTorch expandable"]),
-                      key=lambda x: (x["smallest_bytes"] or float("inf"), x["device_calls"]))
         cells = []
-        for ours, theirs in (("cachalot fixed", rows["PyTorch"]),
-                             ("cachalot expandable", rows["PyTorch expandable"]),
-                             ("cachalot recommended", best_pt)):
-            a = rows[ours]
-            mem = a["smallest_bytes"] is not None and (theirs["smallest_bytes"] is None or
-                                                      a["smallest_bytes"] <= theirs["smallest_bytes"])
-            calls = a["device_calls"] <= theirs["device_calls"]
-            ok = mem and calls
-            met_all = met_all and (ok or ours != "cachalot recommended")
-            cells.append("%s (%s vs %s GiB, %d vs %d calls)" % (
-                "met" if ok else "NOT met: " + ", ".join(
+        for i, (_, ours_names, theirs_names) in enumerate(COMPARISONS):
+            b = best(rows, theirs_names)
+            # of several settings of ours: one that meets both halves if any, else the best
+            meeting = [n for n in ours_names if fits_in(rows[n], b) and
+                       rows[n]["device_calls"] <= b["device_calls"]]
+            a = best(rows, meeting or ours_names)
+            mem = fits_in(a, b)
+            calls = a["device_calls"] <= b["device_calls"]
+            for k, ok in enumerate((mem, calls, mem and calls)):
+                counts[i][k] += ok
+            who = "" if len(ours_names) == 1 else "%s vs %s: " % (
+                a["allocator"].replace("cachalot ", ""), b["allocator"])
+            cells.append("%s (%s%s vs %s MiB, %d vs %d calls)" % (
+                "met" if mem and calls else "NOT met: " + ", ".join(
                     w for w, bad in (("memory", not mem), ("calls", not calls)) if bad),
-                gib(a["smallest_bytes"]), gib(theirs["smallest_bytes"]), a["device_calls"],
-                theirs["device_calls"]))
+                who, mib(a["smallest_bytes"]), mib(b["smallest_bytes"]), a["device_calls"],
+                b["device_calls"]))
         lines.append("| %s | %s |" % (r["snapshot"].replace(".pickle", ""), " | ".join(cells)))
-    return lines, met_all
+    n = len(results)
+    lines += ["", "| goal met on | " + " | ".join(c[0] for c in COMPARISONS) + " |",
+              "|---|" + "---:|" * len(COMPARISONS)]
+    for k, what in enumerate(("smallest device <= PyTorch's", "device calls <= PyTorch's",
+                              "both")):
+        lines.append("| %s | %s |" % (what, " | ".join("%d of %d" % (c[k], n) for c in counts)))
+    return lines, counts[2][2] == n
 
 
 def check_lines(results):
@@ -179,26 +248,50 @@ def main():
     p.add_argument("--pytorch-replay", help="cachalot-pytorch-replay (optional)")
     p.add_argument("--capacity", default="80GiB", help="the GPU's size (default 80GiB)")
     p.add_argument("--json", help="also write every figure to this file")
+    p.add_argument("--pytorch-figures", metavar="FILE",
+                   help="with --pytorch-replay: save PyTorch's figures to FILE; without it: read "
+                        "them from FILE instead of running PyTorch's allocator")
     args = p.parse_args()
+    started = time.monotonic()
     args.capacity = parse_size(args.capacity)
     args.replay = rt.find_replay(args.replay)
     if not args.replay:
         sys.exit("snapshot_table.py: cachalot-replay not found (--replay)")
-    args.pytorch_replay = rt.find_pytorch_replay(args.pytorch_replay)
+    args.figures = None
+    if args.pytorch_figures and not args.pytorch_replay:
+        try:
+            args.figures = pf.PeerFigures.load(args.pytorch_figures)
+        except pf.FiguresError as e:
+            fail(e)
+    else:
+        args.pytorch_replay = rt.find_pytorch_replay(args.pytorch_replay)
+        if args.pytorch_figures:
+            args.figures = pf.PeerFigures(args.capacity, rt.GRANULE, utc_now(), {
+                "pytorch_replay": os.path.abspath(args.pytorch_replay),
+                "cachalot_commit": cachalot_commit()})
     results = []
     with tempfile.TemporaryDirectory(prefix="cachalot_snapshots_") as work:
         for path in snapshot_paths(args.snapshots, work):
             print("replaying %s ..." % os.path.basename(path), file=sys.stderr)
-            r = run_snapshot(path, args, work)
-            snap = load_snapshot(path)
-            events = snap["device_traces"][r["conversion"].device]
-            r["segment_allocs"] = [e["size"] for e in events if e.get("action") == "segment_alloc"]
+            try:
+                r = run_snapshot(path, args, work)
+            except pf.FiguresError as e:
+                fail(e)
             results.append(r)
+    if args.pytorch_replay and args.figures is not None:
+        args.figures.save(args.pytorch_figures)
     version = next((r["rows"]["PyTorch"]["doc"]["pytorch_version"] for r in results
                     if "PyTorch" in r["rows"]), None)
+    source = ""
+    if args.figures is not None and not args.pytorch_replay:
+        source = " (figures read from %s, measured %s%s)" % (
+            os.path.basename(args.pytorch_figures), args.figures.doc.get("measured") or "?",
+            " with cachalot at %s" % args.figures.doc["measured_with"]["cachalot_commit"]
+            if args.figures.doc.get("measured_with", {}).get("cachalot_commit") else "")
     out = ["PyTorch's caching allocator: %s" % (
         "PyTorch %s, built from its source by tools/pytorch_peer, replayed on the host-only "
-        "CUDA stand-in" % version if version else "not built (no --pytorch-replay)"), ""]
+        "CUDA stand-in%s" % (version, source) if version else
+        "not built (no --pytorch-replay)"), ""]
     cap = args.capacity
     out += table(results, "Smallest device without an out-of-memory error (GiB, to 2 MiB)",
                  "smallest_bytes", gib, cap)
@@ -217,7 +310,10 @@ def main():
             for r in results] + [""]
     out += ["**Checks against the snapshots**", ""] + check_lines(results) + [""]
     goal, met = goal_lines(results)
-    out += ["**Goal: cachalot's smallest device <= PyTorch's, with no more device calls**", ""]
+    out += ["**Goal: cachalot's smallest device <= PyTorch's, with no more device calls** "
+            "(smallest devices in MiB; PyTorch's better or best: the smallest device of its two "
+            "settings, then the fewer calls; best of cachalot's: a setting that meets both "
+            "halves if one does, else the smallest device)", ""]
     out += goal + [""]
     if met is not None:
         out.append("Goal (recommended config against PyTorch's better setting) met on every "
@@ -229,6 +325,28 @@ def main():
                         r["recommended"], "rows": {k: {x: y for x, y in v.items() if x != "doc"}
                                                    for k, v in r["rows"].items()}}
                        for r in results], f, indent=1)
+    print("snapshot_table.py: %d snapshots in %.1f s" % (len(results),
+                                                         time.monotonic() - started),
+          file=sys.stderr)
+
+
+def fail(error):
+    print("snapshot_table.py: error: %s" % error, file=sys.stderr)
+    sys.exit(2)
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def cachalot_commit():
+    """The commit of the checkout this script is in (None outside a git checkout)."""
+    try:
+        p = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse",
+                            "--short", "HEAD"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    return p.stdout.strip() or None if p.returncode == 0 else None
 
 
 if __name__ == "__main__":

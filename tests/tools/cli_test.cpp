@@ -95,6 +95,24 @@ TEST_F(ReplayCli, JsonHasTheDeviceTimeNextToBytes) {
       << json;
 }
 
+TEST_F(ReplayCli, JsonNamesEveryKeyOfTheCostModel) {
+  // Every latency, defaults included, so that saved figures priced by another tool (the PyTorch
+  // peer, scripts/snapshot_table.py --pytorch-figures) can be refused when the model changed.
+  ASSERT_EQ(cli({"--json", "--repeat", "1", "--no-baseline", good_trace()}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("\"cost_model\":\"cost_model:on,cost_segment_alloc:50us+1ms/GiB,"
+                            "cost_segment_free:30us+500us/GiB,cost_range_reserve:12us,"),
+            std::string::npos)
+      << out_.str();
+  EXPECT_NE(out_.str().find(",cost_host_free:20us+50ms/GiB\","), std::string::npos) << out_.str();
+  out_.str("");
+  ASSERT_EQ(cli({"--json", "--repeat", "1", "--no-baseline", "--config",
+                 "cost_model:off,cost_chunk_map:1ms", good_trace()}),
+            0)
+      << err_.str();
+  EXPECT_NE(out_.str().find("\"cost_model\":\"cost_model:off,"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find(",cost_chunk_map:1ms,"), std::string::npos) << out_.str();
+}
+
 TEST_F(ReplayCli, TextReportShowsDeviceTimeNextToBytes) {
   ASSERT_EQ(cli({"--repeat", "1", "--config", "capacity:64MiB", good_trace()}), 0) << err_.str();
   const std::string text = out_.str();

@@ -147,8 +147,8 @@ std::string json(const args& a, const peer_result& r) {
     sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
   return fmt::format(
       "{{\"trace\":{},\"allocator\":\"pytorch\",\"pytorch_version\":{},\"conf\":{},"
-      "\"capacity_bytes\":{},\"ops\":{},\"complete\":{},\"stopped\":{},\"ooms\":{},"
-      "\"skipped_frees\":{},\"peak_reserved_bytes\":{},\"peak_allocated_bytes\":{},"
+      "\"cost_model\":{},\"capacity_bytes\":{},\"ops\":{},\"complete\":{},\"stopped\":{},"
+      "\"ooms\":{},\"skipped_frees\":{},\"peak_reserved_bytes\":{},\"peak_allocated_bytes\":{},"
       "\"peak_requested_bytes\":{},\"end_reserved_bytes\":{},\"end_allocated_bytes\":{},"
       "\"end_requested_bytes\":{},\"device_calls\":{},\"syncs\":{},\"num_device_alloc\":{},"
       "\"num_device_free\":{},\"num_alloc_retries\":{},\"num_sync_all_streams\":{},"
@@ -159,9 +159,10 @@ std::string json(const args& a, const peer_result& r) {
       "\"cudaEventCreate\":{},\"cudaEventRecord\":{},\"cudaEventQuery\":{},\"cudaMemGetInfo\":{},"
       "\"unsupported\":{}}},\"segment_sizes\":[{}],{},\"error\":{}}}",
       cachalot::tools::json_string(a.trace), cachalot::tools::json_string(r.version),
-      cachalot::tools::json_string(a.options.conf), a.options.capacity, r.ops,
-      r.ooms == 0 && r.error.empty() ? "true" : "false", r.stopped ? "true" : "false", r.ooms,
-      r.skipped_frees, r.peak_reserved, r.peak_allocated, r.peak_requested, r.end_reserved,
+      cachalot::tools::json_string(a.options.conf),
+      cachalot::tools::json_string(cachalot::tools::cost_items(a.options.cost)), a.options.capacity,
+      r.ops, r.ooms == 0 && r.error.empty() ? "true" : "false", r.stopped ? "true" : "false",
+      r.ooms, r.skipped_frees, r.peak_reserved, r.peak_allocated, r.peak_requested, r.end_reserved,
       r.end_allocated, r.end_requested, device_calls(r), syncs(r), r.num_device_alloc,
       r.num_device_free, r.num_alloc_retries, r.num_sync_all_streams, c.malloc_calls,
       c.malloc_failures, c.free_calls, c.mem_create, c.mem_create_failures, c.mem_release,

@@ -370,6 +370,7 @@ trace_report run_trace(const trace& t, const prepared_trace& p, const config& cf
   rep.summary = p.summary;
   rep.repeat = o.repeat;
   rep.config = cfg.to_string();
+  rep.cost_model = cost_items(cfg.cost);
   rep.result = replay_median(p, cfg, o, "cachalot");
   if (o.baseline) rep.baseline = replay_median(p, baseline_config(cfg), o, "pass-through");
   if (o.min_capacity) rep.min_capacity = find_min_capacity(p, cfg);

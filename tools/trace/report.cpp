@@ -31,6 +31,16 @@ std::string json_number(double v) {
   return std::isfinite(v) ? fmt::format("{:.4f}", v) : "null";
 }
 
+std::string cost_items(const device_cost_model& model) {
+  std::string out = model.enabled ? "cost_model:on" : "cost_model:off";
+  for (std::size_t k = 0; k < device_call_count; ++k) {
+    const auto kind = static_cast<device_call>(k);
+    out += "," + device_call_key(kind) + ":" +
+           format_call_latency(model.of(kind), device_call_sized(kind));
+  }
+  return out;
+}
+
 namespace {
 
 /// Per-pool figures as a JSON member (with its leading comma), or "" without pools.
@@ -313,14 +323,15 @@ std::string format_json(const trace_report& r) {
                               duplicates.empty() ? "" : ",", d.pointer, d.line, d.live_since);
   }
   std::string out = fmt::format(
-      "{{\"trace\":{},\"version\":{},\"config\":{},\"repeat\":{},\"streams\":{},"
+      "{{\"trace\":{},\"version\":{},\"config\":{},\"cost_model\":{},\"repeat\":{},\"streams\":{},"
       "\"trace_threads\":{},\"trace_peak_requested_bytes\":{},\"trace_span_us\":{},"
       "\"unknown_frees\":{},\"recorded_failures\":{},\"duplicate_allocations\":{},"
       "\"duplicates\":[{}],{}",
-      json_string(r.trace), json_string(CACHALOT_VERSION_STRING), json_string(r.config), r.repeat,
-      r.summary.streams, r.summary.threads, r.summary.peak_requested_bytes, r.summary.span_us,
-      r.summary.unknown_frees, r.summary.recorded_failures, r.summary.duplicate_allocations,
-      duplicates, json_figures(r.result));
+      json_string(r.trace), json_string(CACHALOT_VERSION_STRING), json_string(r.config),
+      json_string(r.cost_model), r.repeat, r.summary.streams, r.summary.threads,
+      r.summary.peak_requested_bytes, r.summary.span_us, r.summary.unknown_frees,
+      r.summary.recorded_failures, r.summary.duplicate_allocations, duplicates,
+      json_figures(r.result));
   out += fmt::format(",\"trace_live_at_end_bytes\":{}", r.summary.live_at_end_bytes);
   out += pytorch_json(r.summary.pytorch) + json_holders(r.summary);
   if (r.min_capacity) out += ",\"min_capacity\":" + json_min_capacity(*r.min_capacity);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "cachalot/device_cost.hpp"
 #include "trace/min_capacity.hpp"
 #include "trace/replay.hpp"
 
@@ -20,6 +21,7 @@ struct trace_report {
   trace_summary summary;                            ///< figures from the trace alone
   std::size_t repeat = 1;                           ///< replays per allocator
   std::string config;                               ///< the config replayed (to_string)
+  std::string cost_model;                           ///< its cost model, every key (cost_items)
   replay_result result;                             ///< cachalot (ns_per_op: median of the repeats)
   std::optional<replay_result> baseline;            ///< pass-through (caching:0), when run
   std::string plot_file;                            ///< SVG written, if any
@@ -35,6 +37,9 @@ std::string duplicates_text(const trace_summary& s);
 std::string json_string(const std::string& s);
 /// A JSON number with four decimals ("null" when not finite).
 std::string json_number(double v);
+/// Every key of a device cost model, defaults included ("cost_model:on,cost_segment_alloc:50us+
+/// 1ms/GiB,..."), so that figures priced by two tools can be checked to share one model.
+std::string cost_items(const device_cost_model& model);
 /// The figures of one replay as JSON members, without braces.
 std::string json_figures(const replay_result& r);
 /// A min-capacity result as a JSON object.
