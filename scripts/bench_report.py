@@ -359,12 +359,21 @@ def threads_target(runs):
 
 
 def replay_targets(replays):
+    """Fixed segments' memory target, judged under pressure: the smallest capacity with no OOM
+    at most 1.10x the trace's peak requested bytes (the fragmentation a device of that size
+    allows: peak reserved cannot exceed it), and no OOM at the replay's capacity. The
+    fragmentation at the replay's capacity (1.2x) is printed, not judged: the defaults keep
+    cached memory while in-use memory is far from the device (issue 21; docs/benchmarks.md,
+    "The main job's memory target"), so it measures the cache kept by choice."""
     out = []
     for r in replays:
-        ok = r.get("fragmentation") is not None and r["fragmentation"] <= 1.10 and r["ooms"] == 0
+        m = r.get("min_capacity") or {}
+        ok = bool(m.get("found")) and m["factor"] <= 1.10 and r["ooms"] == 0
         name = os.path.basename(r["trace"])
-        out.append(verdict(ok, "%-18s fragmentation %s (<= 1.10), %d OOM at %s capacity" % (
-            name, frag_cell(r), r["ooms"], gib(r["capacity_bytes"])), name + " fragmentation"))
+        out.append(verdict(ok, "%-18s smallest capacity %s (<= 1.10x), %d OOM at %s capacity "
+                           "(fragmentation there %s, not judged)" % (
+                               name, min_capacity_cell(r), r["ooms"], gib(r["capacity_bytes"]),
+                               frag_cell(r)), name + " smallest capacity"))
     return out
 
 
@@ -420,15 +429,18 @@ def device_time_targets(replays, what):
 
 
 def expandable_targets(replays):
+    """Expandable segments' memory target, judged under pressure as for fixed segments
+    (replay_targets): the smallest capacity with no OOM at most 1.05x the peak, no OOM at the
+    replay's capacity; the fragmentation there is printed, not judged."""
     out = []
     for r in replays:
         m = r.get("min_capacity") or {}
-        frag_ok = r.get("fragmentation") is not None and r["fragmentation"] <= 1.03
         cap_ok = bool(m.get("found")) and m["factor"] <= 1.05
-        out.append(verdict(frag_ok and r["ooms"] == 0 and cap_ok,
-                           "%-18s expandable: fragmentation %s (<= 1.03), %d OOM, min capacity "
-                           "%s (<= 1.05x)" % (os.path.basename(r["trace"]), frag_cell(r),
-                                              r["ooms"], min_capacity_cell(r))))
+        out.append(verdict(r["ooms"] == 0 and cap_ok,
+                           "%-18s expandable: smallest capacity %s (<= 1.05x), %d OOM "
+                           "(fragmentation %s, not judged)" % (
+                               os.path.basename(r["trace"]), min_capacity_cell(r), r["ooms"],
+                               frag_cell(r))))
     return out
 
 

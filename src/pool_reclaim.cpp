@@ -57,6 +57,9 @@ engine::refusal engine::reserve_room(pool_record& pool, std::size_t bytes) {
       gstats_.committed() + bytes + unreserved_guarantees(guaranteed_, pool) > total) {
     return refusal::budget;
   }
+  // More than the device holds in all, with what this allocator already has on it: the call
+  // would be refused for certain, so it is not made (the out-of-memory sequence follows).
+  if (gstats_.committed() + bytes > device_total_) return refusal::device;
   pool.committed.fetch_add(bytes, std::memory_order_relaxed);
   gstats_.reserve_room(bytes, 0);  // no limit: always succeeds
   return refusal::none;

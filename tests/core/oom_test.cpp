@@ -31,10 +31,51 @@ TEST(out_of_memory, ReleasesOtherStreamsCacheThenRetries) {
   EXPECT_EQ(st.num_segment_frees, 1u);
   EXPECT_EQ(st.num_ooms, 0u);
   EXPECT_EQ(st.reserved_bytes.all.current, 30 * MiB);
-  EXPECT_EQ(f.dev->counters().failed_segment_allocs, 1u);
+  // 16 MiB held + 30 MiB > 40 MiB: the first try is refused without a device call.
+  EXPECT_EQ(f.dev->counters().failed_segment_allocs, 0u);
+  EXPECT_EQ(f.dev->counters().segment_allocs, 2u);
   f.alloc->deallocate(q);
   expect_stats_match_snapshot(*f.alloc);
   expect_device_matches(*f.alloc, *f.dev);
+}
+
+TEST(out_of_memory, AGrowthTheDeviceCannotHoldIsNotTriedOnIt) {
+  // 3 x 30 MiB on a 64 MiB device: the third growth would take 90 MiB, more than the device
+  // holds in all, so no cudaMalloc is made for it (a refused call costs as much as one that
+  // succeeds); the allocation fails with the out-of-memory sequence's numbers.
+  fixture f("", 64 * MiB);
+  void* a = f.alloc->allocate(30 * MiB);
+  void* b = f.alloc->allocate(30 * MiB);
+  EXPECT_THROW((void)f.alloc->allocate(30 * MiB), out_of_memory);
+  const memory_stats st = f.alloc->stats();
+  EXPECT_EQ(st.num_ooms, 1u);
+  EXPECT_EQ(st.num_alloc_retries, 1u);
+  EXPECT_EQ(st.num_segment_allocs, 2u);
+  EXPECT_EQ(f.dev->counters().segment_allocs, 2u);
+  EXPECT_EQ(f.dev->counters().failed_segment_allocs, 0u);
+  f.alloc->deallocate(a);
+  f.alloc->deallocate(b);
+  expect_stats_match_snapshot(*f.alloc);
+  expect_device_matches(*f.alloc, *f.dev);
+}
+
+TEST(out_of_memory, AGrowthThatMayFitIsTriedOnTheDevice) {
+  // Another user holds 30 MiB of the 64 MiB device: 30 MiB held here + 30 MiB is no more than
+  // the device, so the call is made; the device refuses it, and the retry frees this
+  // allocator's cached segment and gets the memory.
+  fixture f("gc_threshold:0", 64 * MiB);
+  allocator other(config::parse(""), f.dev);
+  void* theirs = other.allocate(30 * MiB);
+  void* mine = f.alloc->allocate(16 * MiB);
+  f.alloc->deallocate(mine);  // cached: 16 MiB held, 18 MiB free on the device
+  void* p = f.alloc->allocate(30 * MiB);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(f.dev->counters().failed_segment_allocs, 1u);
+  EXPECT_EQ(f.alloc->stats().num_segment_frees, 1u);
+  EXPECT_EQ(f.alloc->stats().num_alloc_retries, 1u);
+  f.alloc->deallocate(p);
+  other.deallocate(theirs);
+  expect_stats_match_snapshot(*f.alloc);
 }
 
 TEST(out_of_memory, CompletesPendingEventsBeforeGivingUp) {
