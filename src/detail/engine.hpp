@@ -41,6 +41,7 @@
 #include "detail/block.hpp"
 #include "detail/capture.hpp"
 #include "detail/expandable.hpp"
+#include "detail/global_stats.hpp"
 #include "detail/peak_ledger.hpp"
 #include "detail/pointer_map.hpp"
 #include "detail/pool.hpp"
