@@ -1,22 +1,26 @@
 // Exact statistics without a shared hot-path lock.
 //
-// Every stream keeps its own counters (stream_stats), changed under its stream lock: for each
-// quantity and size class ("small/large pool"), monotonic totals of increases and decreases
-// (current = inc - dec), and a *ceiling*. The engine keeps the allocator's peaks (global_stats,
-// detail/global_stats.hpp) and each memory pool its own (pool_peaks). Invariant: for every quantity, the sum of the
-// streams' ceilings of a size class never exceeds that class's recorded peak, and the sum over
-// both classes never exceeds the all-classes peak; both for the streams of each memory pool
-// against the pool's peaks and for all streams against the allocator's. A change that stays
-// under its stream's ceilings therefore cannot create a new peak, of its pool or of the
-// allocator, and is applied locally with no shared write. A change that
-// would cross a ceiling is redone under the stats mutex with every stream lock held: the exact
-// totals are summed, peaks raised, and the headroom under the peaks shared out as new
-// ceilings; detail/peak_ledger.hpp does it without locking every stream. Peaks are thus the
+// Every holder (a stream state, or a thread-cache lane of one) keeps its own counters
+// (stream_stats), changed under its own lock: for each quantity and size class ("small/large
+// pool"), monotonic totals of increases and decreases (current = inc - dec), and a *ceiling*.
+// The engine keeps the allocator's peaks (global_stats, detail/global_stats.hpp) and each memory
+// pool its own (pool_peaks). Invariant: for every quantity, the sum of the holders' ceilings of
+// a size class never exceeds that class's recorded peak, and the sum over both classes never
+// exceeds the all-classes peak; both for the holders of each memory pool against the pool's
+// peaks and for all holders against the allocator's. A change that stays under its holder's
+// ceilings therefore cannot create a new peak, of its pool or of the allocator, and is applied
+// locally with no shared write. A change that would cross a ceiling is redone under the stats
+// mutex with its stream state (and that state's lanes) locked, then settled with the peak
+// ledger (detail/peak_ledger.hpp): room is taken from the peaks' headroom, else from the slack
+// of the holders listed with the ledger, else the peaks rise to the exact totals, in amortized
+// O(1) whatever the number of streams and lanes. Only the rare reads and resets that need one
+// view of everything lock every holder (all_streams_lock: a full rebalance). Peaks are thus the
 // exact maxima over every consistent state, and steady-state traffic (each stream reusing what
 // it freed) never touches shared memory. Every change that can leave a current value below its
 // ceiling (a free, an inactive-split decrease, a ceiling given by another holder) records its
-// quantity in `grown()`, so that the holder lists itself with the ledger before its lock is
-// released.
+// quantity in `grown()`, and every decrease marks_bit (a lane may then hold a segment whole
+// without a mark: detail/thread_cache.hpp), so that the holder lists itself with the ledger
+// (sync) before its lock is released: a holder not listed for a quantity is at its ceiling.
 #pragma once
 
 #include <algorithm>
@@ -50,6 +54,15 @@ constexpr quantity_mask bit_of(std::size_t q) noexcept {
 /// The quantities a free of an allocated block lowers.
 inline constexpr quantity_mask free_mask =
     bit_of(q_requested) | bit_of(q_allocated) | bit_of(q_active) | bit_of(q_allocations);
+/// Every quantity's bit.
+inline constexpr quantity_mask quantity_bits = bit_of(quantity_count) - 1;
+/// Not a quantity: the slot and bit of "the holder's stream state may hold a segment whose live
+/// blocks all lie in thread-cache lanes without a mark" (detail/thread_cache.hpp), which only a
+/// decrease can bring about. Every decrease sets it in grown(); a holder with lanes lists itself
+/// for it with the peak ledger, like a quantity's slack (detail/peak_ledger.hpp).
+inline constexpr std::size_t marks_slot = quantity_count;
+inline constexpr quantity_mask marks_bit = bit_of(marks_slot);
+static_assert(quantity_count < 8, "quantity_mask has a bit per quantity and marks_bit");
 
 /// A signed change of every quantity of one pool.
 struct stats_delta {
@@ -106,7 +119,8 @@ class stream_stats {
     inc_[q_inactive][p] += up_inactive;
     dec_[q_inactive][p] += down_inactive;
     whole_free_[p] += whole;
-    grown_ |= static_cast<quantity_mask>(free_mask | (down_inactive != 0 ? bit_of(q_inactive) : 0));
+    grown_ |= static_cast<quantity_mask>(free_mask | marks_bit |
+                                         (down_inactive != 0 ? bit_of(q_inactive) : 0));
     return true;
   }
 
@@ -120,7 +134,7 @@ class stream_stats {
         inc_[q][p] += static_cast<std::uint64_t>(d);
       } else {
         dec_[q][p] += static_cast<std::uint64_t>(-d);
-        grown_ |= bit_of(q);
+        grown_ |= static_cast<quantity_mask>(bit_of(q) | marks_bit);
       }
     }
     whole_free_[p] += static_cast<std::uint64_t>(delta.whole_free);
@@ -166,6 +180,7 @@ class stream_stats {
     const std::size_t p = static_cast<std::size_t>(pool);
     dec_[q_inactive][p] += whole;
     whole_free_[p] += whole;
+    grown_ |= bit_of(q_inactive);
   }
   /// Takes back the current values of an earlier add_whole(pool, whole) (`whole` may have grown
   /// since by bytes mapped as wholly free) and of the try_free(pool, `size`, ..., 0) before it,
@@ -193,6 +208,7 @@ class stream_stats {
     inc_[q_inactive][p] -= whole - size;
     dec_[q_inactive][p] += size;
     whole_free_[p] += whole;
+    grown_ |= bit_of(q_inactive);
   }
 
   /// Adds the cumulative totals and counters of `o`, whose current values are all zero (the
@@ -320,23 +336,47 @@ struct pool_peaks {
 class peak_ledger;
 
 /// What counts stats against ceilings (global_stats::rebalance): a stream state, or one slot
-/// of its thread cache (detail/thread_cache.hpp). Guarded by `*guard`, the owner's lock.
+/// (lane) of its thread cache (detail/thread_cache.hpp). Guarded by its lock: `*guard` (a
+/// stream state's) or `*lane_guard` (a lane's, taken after its stream state's, `outer`).
 struct stats_holder {
   stats_holder(pool_peaks* pp, spinlock* g, peak_ledger* l) noexcept
       : peaks(pp), guard(g), ledger(l) {}
-  pool_peaks* peaks;      ///< the peaks of the holder's memory pool
-  stream_stats stats;     ///< counters and ceilings
-  spinlock* const guard;  ///< the lock that guards `stats` (a stream state's; a lane: none)
-  peak_ledger* ledger;    ///< the ledger it lists itself with (set before first use)
-  /// Quantities the holder is listed for with the ledger (under `*guard`).
+  pool_peaks* peaks;                ///< the peaks of the holder's memory pool
+  stream_stats stats;               ///< counters and ceilings
+  spinlock* const guard;            ///< a stream state's lock (a lane: nullptr)
+  lane_lock* lane_guard = nullptr;  ///< a lane's lock (set with `outer`)
+  stats_holder* outer = nullptr;    ///< a lane: its stream state (locked before the lane)
+  peak_ledger* ledger;              ///< the ledger it lists itself with (set before first use)
+  /// Quantities (and marks_bit) the holder is listed for with the ledger (under its lock).
   quantity_mask listed = 0;
-  /// Set by a ledger pull that holds `*guard` (stats mutex only).
-  bool pulled = false;
+  /// What sync() lists: every quantity, and marks_bit for a state with lanes and its lanes.
+  quantity_mask watched = quantity_bits;
+  /// Locked by the stats mutex's holder: a ceiling_lock, an all_streams_lock (lanes) or a
+  /// ledger pull (stats mutex only).
+  bool seized = false;
+  /// A stream state whose lanes a pull has locked and whose marks it has settled (stats mutex).
+  bool grouped = false;
 
-  /// Under `*guard`, after a change: lists the holder for every quantity whose slack may have
-  /// grown and that it is not listed for (detail/peak_ledger.hpp; a leaf lock, rarely taken).
+  void lock() noexcept {
+    if (guard != nullptr) {
+      guard->lock();
+    } else {
+      lane_guard->lock();
+    }
+  }
+  void unlock() noexcept {
+    if (guard != nullptr) {
+      guard->unlock();
+    } else {
+      lane_guard->unlock();
+    }
+  }
+
+  /// Under its lock, after a change: lists the holder for every watched quantity whose slack
+  /// may have grown (and for marks_bit) and that it is not listed for (detail/peak_ledger.hpp;
+  /// a leaf lock, rarely taken).
   void sync() noexcept {
-    if ((stats.grown() & static_cast<quantity_mask>(~listed)) != 0) [[unlikely]]
+    if ((stats.grown() & watched & static_cast<quantity_mask>(~listed)) != 0) [[unlikely]]
       list_grown();
   }
 
