@@ -408,6 +408,26 @@ TEST_P(lane_stats, PeaksOfManyStreamsAndLanesAreADrainsWithNoStatsReadBetween) {
   t.check("peaks reset");
 }
 
+TEST_P(lane_stats, APeakOnOneStreamSettlesTheMarksOfAnotherStreamsLanes) {
+  // Stream b's segment ends up with its last live blocks in two threads' lanes, the last put
+  // fitting under room its lane borrowed (so nothing settled b's marks: its inactive-split
+  // count is the segment's 2 MiB above a drain's). Then stream a raises the inactive-split
+  // peak: the peak must be the drain's, as without lanes, not the overcount.
+  twin t(GetParam(), "thread_cache:16,thread_cache_max_size:512KiB");
+  worker w1, w2;
+  const stream_t b = nth_stream(1), a = nth_stream(2);
+  t.alloc(0, 448 * KiB, &w1, b);  // p, q, r: one small segment, too full for the next
+  t.alloc(1, 448 * KiB, &w1, b);
+  t.alloc(2, 448 * KiB, &w2, b);
+  t.alloc(3, 768 * KiB, nullptr, b);  // (no lane takes it) another small segment
+  t.free(2, &w2);                     // r into w2's lane (a crossing: b's marks settled, none)
+  t.free(3);                          // b's stream gains room in the small class
+  t.free(1, &w1);                     // q into w1's lane, which borrows room for two
+  t.free(0, &w1);                     // p: fits; the segment's live blocks all lie in lanes
+  t.alloc(4, 2 * MiB, nullptr, a);    // a large segment: a new inactive-split peak
+  t.check("a's peak");
+}
+
 TEST(lane_peaks, APeakRaisedWhileOtherThreadsLanesHoldSlackIsExact) {
   // Four threads free into their lanes on 64 streams (the lanes then hold slack under the
   // peaks); the main thread then raises allocated bytes to a new peak on a stream of its own.
