@@ -81,8 +81,8 @@ class stream_stats {
  public:
   /// Counts an allocation of `size` bytes (asked: `requested`) that takes `whole` bytes of
   /// wholly free segment (0 if none). With `checked`, returns false and changes nothing if an
-  /// increase would cross a ceiling; unchecked is only for the stats mutex with every stream
-  /// locked (a rebalance follows).
+  /// increase would cross a ceiling; unchecked is only under the stats mutex with the holder
+  /// locked (ceiling_lock, all_streams_lock: a settle or a rebalance follows).
   bool try_alloc(pool_kind pool, std::uint64_t size, std::uint64_t requested, std::uint64_t whole,
                  bool checked = true) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
@@ -125,7 +125,7 @@ class stream_stats {
   }
 
   /// Applies `delta` (the cold paths' changes) without a ceiling check: for decreases, or under
-  /// the stats mutex with every stream locked.
+  /// the stats mutex with the holder locked (ceiling_lock, all_streams_lock: a settle follows).
   void apply(pool_kind pool, const stats_delta& delta) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     for (std::size_t q = 0; q < quantity_count; ++q) {
@@ -142,7 +142,7 @@ class stream_stats {
 
   /// Takes back an earlier apply(pool, delta) exactly, cumulative totals included (a device
   /// call that failed after its stats were applied). Increases current values: only under the
-  /// stats mutex with every stream locked.
+  /// stats mutex with the holder locked (a settle follows).
   void undo(pool_kind pool, const stats_delta& delta) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     for (std::size_t q = 0; q < quantity_count; ++q) {
@@ -186,7 +186,7 @@ class stream_stats {
   /// since by bytes mapped as wholly free) and of the try_free(pool, `size`, ..., 0) before it,
   /// whose block goes back to its stream: the stream's free of it (the segment's last, leaving
   /// it wholly free) follows under the same locks, and the three together leave the cumulative
-  /// totals as they were. Only with every stream locked.
+  /// totals as they were. Only under the stats mutex with the holder's state and lanes locked.
   void remove_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     inc_[q_inactive][p] += size;          // (cancel_cached_free takes it off again)

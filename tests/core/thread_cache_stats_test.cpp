@@ -462,22 +462,15 @@ TEST(lane_peaks, APeakRaisedWhileOtherThreadsLanesHoldSlackIsExact) {
 
 TEST(lane_peaks, ThreadsOnManyStreamsKeepPeaksConsistentWithAReader) {
   // Eight threads allocate and free on 64 streams (blocks land in every thread's lane of many
-  // states, and segments cross between lanes and streams), raising peaks as they go; a reader
-  // checks that every peak covers its current value. At the end, the stats match a snapshot and
-  // a reset makes every peak its current value.
+  // states, and segments cross between lanes and streams), raising peaks as they go, while a
+  // concurrent checker reads the stats and resets the peaks (every documented invariant of a
+  // read, and between reads). At the end, the stats match a snapshot and a reset makes every
+  // peak its current value.
   allocator a(config::parse("backend:simulated,capacity:2GiB"));
-  std::atomic<bool> done{false};
-  std::thread reader([&] {
-    while (!done.load(std::memory_order_acquire)) {
-      const memory_stats st = a.stats();
-      for (const pool_stats* g :
-           {&st.requested_bytes, &st.allocated_bytes, &st.active_bytes, &st.inactive_split_bytes,
-            &st.reserved_bytes, &st.allocations, &st.segments}) {
-        for (const stat* x : {&g->all, &g->small, &g->large}) EXPECT_GE(x->peak, x->current);
-      }
-      std::this_thread::yield();
-    }
-  });
+  checker_options co;
+  co.reset_every = 8;
+  co.capacity = 2 * GiB;
+  concurrent_checker watch(a, co);
   std::vector<std::thread> pool;
   for (int t = 0; t < 8; ++t) {
     pool.emplace_back([&, t] {
@@ -496,8 +489,8 @@ TEST(lane_peaks, ThreadsOnManyStreamsKeepPeaksConsistentWithAReader) {
     });
   }
   for (auto& t : pool) t.join();
-  done.store(true, std::memory_order_release);
-  reader.join();
+  watch.stop();
+  EXPECT_TRUE(watch.ok()) << watch.report();
   expect_stats_match_snapshot(a);
   a.reset_peak_stats();
   const memory_stats st = a.stats();
