@@ -14,13 +14,14 @@
 //    each of these growths (the random 64/256 MiB regression).
 //  - growth_sweep/cachalot/streams:K: K streams that allocated (and freed) before; each
 //    iteration grows a 64 MiB segment on the first, frees it and trims it back (a growth counts
-//    its segment against the stats ceilings, which once locked every stream and lane).
+//    its segment against the stats ceilings and drains its own stream's lanes: once that locked
+//    every stream and lane, now only that stream state and its lanes).
 //  - peak_sweep/cachalot/streams:K: K streams with cached blocks; each iteration allocates a
 //    512 B block on one stream and keeps it, so that every allocation raises the peaks (the
 //    blocks are freed, and the peaks reset, every 65,536 allocations).
 //  - growth_sweep/cachalot_lanes_off, peak_sweep/cachalot_lanes_off: the same with
-//    thread_cache:0, where a crossed ceiling settles with the peak ledger alone (with lanes it
-//    takes every lock: detail/all_streams_lock.hpp).
+//    thread_cache:0 (no lanes to lock or to settle the marks of; with lanes a crossed ceiling
+//    locks its stream state's lanes too: detail/all_streams_lock.hpp, ceiling_lock).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -137,8 +138,8 @@ void register_scaling() {
   auto* c = benchmark::RegisterBenchmark("gc_sweep/cachalot", gc_sweep);
   c->ArgName("segments");
   for (const std::int64_t n : {10, 100, 1000, 10000, 100000}) c->Arg(n);
-  // The defaults (thread caches: a crossed ceiling takes every lock) and thread_cache:0 (it
-  // settles with the peak ledger alone).
+  // The defaults (thread caches) and thread_cache:0: a crossed ceiling settles with the peak
+  // ledger either way.
   for (const auto& [impl, conf] :
        {std::pair{"cachalot", ""}, {"cachalot_lanes_off", "thread_cache:0"}}) {
     const std::string suffix = std::string("/") + impl;

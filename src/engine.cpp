@@ -93,7 +93,10 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   tc_capacity_ = static_cast<std::uint32_t>(cfg_.thread_cache);
   // Lanes never hold oversize blocks (max_split_size is at least a small segment).
   tc_max_ = std::min(cfg_.thread_cache_max_size, max_split_size_ - 1);
-  if (tc_on_) tc_scratch_.reserve(thread_cache::lane_count * tc_lane::max_capacity);
+  if (tc_on_) {
+    tc_scratch_.reserve(thread_cache::lane_count * tc_lane::max_capacity);
+    ledger_.set_lanes(&tc_marks_);  // (before any holder is made)
+  }
   policy_settings ps;
   ps.adaptive = cfg_.release_policy == release_mode::adaptive;
   ps.limit = memory_limit_ != 0 ? memory_limit_ : device_total_;

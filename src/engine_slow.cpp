@@ -97,7 +97,7 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   const stream_t stream = ss.stream;
   pool_record& mp = *ss.pool;
   const slow_pass pass(mp, requested, stream);  // refused while the pool sleeps (pool_sleep.hpp)
-  // 0. A block fits but its stats crossed this stream's ceiling: redo with every stream locked.
+  // 0. A block fits but its stats crossed this stream's ceiling: redo under a ceiling_lock.
   if (over_ceiling) {
     if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
   }

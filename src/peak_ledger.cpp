@@ -38,7 +38,7 @@ std::uint64_t peak_ledger::room(const stats_holder& h, std::size_t q, std::size_
 }
 
 bool peak_ledger::settle(stats_holder& h, stats_holder* const* held, std::size_t held_count,
-                         peak_table& global) {
+                         peak_table& global) noexcept {
   bool raised = false;
   for (std::size_t q = 0; q < quantity_count; ++q) {
     bool pulled = false;
@@ -47,7 +47,7 @@ bool peak_ledger::settle(stats_holder& h, stats_holder* const* held, std::size_t
       if (s >= 0) continue;
       const auto need = static_cast<std::uint64_t>(-s);
       if (!pulled && room(h, q, p, global) < need) {
-        pull(q, h, held, held_count);
+        pull(q, held, held_count);
         pulled = true;
       }
       if (room(h, q, p, global) < need) {
@@ -71,30 +71,66 @@ bool peak_ledger::settle(stats_holder& h, stats_holder* const* held, std::size_t
   return raised;
 }
 
-void peak_ledger::pull(std::size_t q, stats_holder& h, stats_holder* const* held,
-                       std::size_t held_count) {
+bool peak_ledger::pending(const stats_holder& x, bool marks) noexcept {
+  if (!marks) return !x.seized;
+  return !(x.outer != nullptr ? x.outer : &x)->grouped;
+}
+
+void peak_ledger::grab(stats_holder& x) noexcept {
+  x.lock();
+  x.seized = true;
+  locked_.push_back(&x);
+}
+
+void peak_ledger::seize(stats_holder& x, bool marks) noexcept {
+  stats_holder& state = x.outer != nullptr ? *x.outer : x;
+  if (!state.seized) grab(state);  // (a lane's stream state first: the lock order)
+  if (marks) {
+    if (state.grouped) return;
+    state.grouped = true;
+    lanes_->lock_lanes(state, locked_);  // (x among them if a lane)
+    lanes_->settle_marks(state);         // lists what it lowered: seized, so not pending
+  } else if (!x.seized) {
+    grab(x);
+  }
+}
+
+void peak_ledger::pull(std::size_t q, stats_holder* const* held, std::size_t held_count) noexcept {
   ++pulls_;
-  h.pulled = true;
-  for (std::size_t i = 0; i < held_count; ++i) held[i]->pulled = true;
   locked_.clear();
+  {
+    // Room for every holder in the scratch lists (grown here, under the stats mutex, only
+    // after reserve() made more holders; a look collects from two lists).
+    std::size_t holders = 0;
+    {
+      std::lock_guard<spinlock> lock(lock_);
+      holders = lists_[q].capacity();
+    }
+    if (locked_.capacity() < holders) locked_.reserve(holders);
+    if (todo_.capacity() < 2 * holders) todo_.reserve(2 * holders);
+  }
+  // Inactive-split counts are raised from settled marks: the states listed for marks (and of
+  // every holder listed for q) are locked whole and settled (see the file comment).
+  const bool marks = q == q_inactive && lanes_ != nullptr;
   // Lock every listed holder (none of them with the ledger lock held), until a look under the
   // ledger lock finds no listed holder unlocked: that instant is the consistent state.
-  std::vector<stats_holder*> todo;
-  for (std::size_t seen = 0;;) {
+  for (std::size_t seen = 0, seen_marks = 0;;) {
     lock_.lock();
+    todo_.clear();
     const std::vector<stats_holder*>& list = lists_[q];
-    todo.clear();
     for (; seen < list.size(); ++seen) {
-      if (!list[seen]->pulled) todo.push_back(list[seen]);
+      if (pending(*list[seen], marks)) todo_.push_back(list[seen]);
     }
-    if (todo.empty()) break;  // (ledger lock held)
+    if (marks) {
+      const std::vector<stats_holder*>& m = lists_[marks_slot];
+      for (; seen_marks < m.size(); ++seen_marks) {
+        if (pending(*m[seen_marks], true)) todo_.push_back(m[seen_marks]);
+      }
+    }
+    if (todo_.empty()) break;  // (ledger lock held)
     lock_.unlock();
-    for (stats_holder* x : todo) {
-      if (x->pulled) continue;  // (listed twice)
-      x->guard->lock();
-      ++visits_;
-      x->pulled = true;
-      locked_.push_back(x);
+    for (stats_holder* x : todo_) {
+      if (pending(*x, marks)) seize(*x, marks);  // (listed twice, or a lane of a state seen)
     }
   }
   for (stats_holder* x : lists_[q]) {
@@ -109,20 +145,29 @@ void peak_ledger::pull(std::size_t q, stats_holder& h, stats_holder* const* held
     x->stats.clear_grown(bit_of(q));
   }
   lists_[q].clear();
-  lock_.unlock();
-  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) {
-    (*it)->pulled = false;
-    (*it)->guard->unlock();
+  if (marks) {  // every listed state is settled, and locked: none holds an unmarked segment
+    for (stats_holder* x : lists_[marks_slot]) {
+      x->listed = static_cast<quantity_mask>(x->listed & ~marks_bit);
+      x->stats.clear_grown(marks_bit);
+    }
+    lists_[marks_slot].clear();
   }
-  h.pulled = false;
-  for (std::size_t i = 0; i < held_count; ++i) held[i]->pulled = false;
+  lock_.unlock();
+  visits_ += locked_.size();
+  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) {  // (lanes before their state)
+    (*it)->seized = false;
+    (*it)->grouped = false;
+    (*it)->unlock();
+  }
+  for (std::size_t i = 0; i < held_count; ++i) held[i]->grouped = false;
 }
 
 void peak_ledger::reserve(std::size_t holders) {
   std::lock_guard<spinlock> lock(lock_);
-  for (auto& list : lists_) {
-    if (list.capacity() < holders) list.reserve(std::max(holders, 2 * list.capacity()));
-  }
+  const auto grow = [](std::vector<stats_holder*>& v, std::size_t n) {
+    if (v.capacity() < n) v.reserve(std::max(n, 2 * v.capacity()));
+  };
+  for (auto& list : lists_) grow(list, holders);
 }
 
 void peak_ledger::forget(stats_holder& h) noexcept {

@@ -1,8 +1,9 @@
 // The thread cache's cold parts (detail/thread_cache.hpp): a lane hit or cache that crosses a
-// stats ceiling (redone with every stream locked), eviction, draining the lanes back into their
-// streams (growth, empty_cache, trim, the out-of-memory path), the stats view, and giving a
-// stream state its lanes. The segment marks (a segment lanes hold whole counted wholly free)
-// are in thread_cache_marks.cpp.
+// stats ceiling (redone under a ceiling_lock of the lane's stream state), eviction, draining
+// lanes back into their streams (a growth drains only its own state's, under that state's
+// ceiling_lock; empty_cache, trim and the out-of-memory path drain every lane), the stats view,
+// and giving a stream state its lanes. The segment marks (a segment lanes hold whole counted wholly
+// free) are in thread_cache_marks.cpp.
 #include <algorithm>
 #include <atomic>
 #include <iterator>
@@ -21,7 +22,7 @@ std::uint32_t thread_cache::next_slot() noexcept {
 
 block* engine::tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
                               std::size_t requested) {
-  all_streams_lock all(*this, &l);  // locks `l` too, as a lane of its stream state
+  ceiling_lock all(*this, l);  // locks `l` too, after its stream state
   std::size_t unused = 0, unused_whole = 0;
   block* b = l.take(pool, requested, true, &unused, &unused_whole,
                     [this, pool, rounded](std::size_t size) {
@@ -109,22 +110,23 @@ bool engine::tc_evict(stream_state& ss, tc_lane& l) {
 }
 
 bool engine::tc_put_forced(tc_lane& l, block* b) {
-  all_streams_lock all(*this, &l);
+  ceiling_lock all(*this, l);
   if (l.put(b, tc_capacity_, true) != tc_lane::put_result::done) return false;
   trace_free(b);
   return true;
 }
 
-bool engine::tc_flush_locked(const all_streams_lock& all, const stream_state* only) {
-  bool any = false;
+bool engine::tc_drain(stream_state& state) {
+  // `state` and each of its lanes that holds blocks (seized) locked under the stats mutex.
   std::vector<block*> out;
   std::vector<std::pair<const segment*, std::size_t>> last;  // a marked segment, its block size
-  for (stream_state* ss : all.streams()) {
-    if (!ss->tcache || (only != nullptr && ss != only)) continue;
+  stream_state* ss = &state;
+  {
     // Marks first (their counts taken back, the owners' segments disowned), then every block,
     // each marked segment's marked block last: the stream's free of it leaves the segment
     // whole again as the mark counted, so that cumulative totals never go back.
     for (tc_lane& l : ss->tcache->lanes) {
+      if (!l.seized) continue;  // (an unused lane holds nothing)
       for (std::uint32_t i = 0; i < l.count; ++i) {
         if (segment* seg = l.segs[i]; seg->lane_whole.load(std::memory_order_relaxed)) {
           seg->whole_lane->stats.remove_whole(seg->pool, seg->whole_size, seg->size);
@@ -150,26 +152,27 @@ bool engine::tc_flush_locked(const all_streams_lock& all, const stream_state* on
       const bool marked =
           std::any_of(last.begin(), last.end(), [seg](const auto& m) { return m.first == seg; });
       const std::size_t through = seg->live == 1 && !marked ? b->size : 0;
-      free_block(*ss, b, true);  // every stream is locked: ceilings are set again after
+      free_block(*ss, b, true);  // unchecked: the lock settles the ceilings after
       ss->stats.count_through(q_inactive, p, through);
     }
-    any |= !out.empty();
-    out.clear();
-    last.clear();
   }
-  return any;
+  return !out.empty();
 }
 
 void engine::tc_flush() {
   if (!tc_on_) return;
   all_streams_lock all(*this);
-  tc_flush_locked(all, nullptr);
+  for (stream_state* ss : all.streams()) {
+    if (ss->tcache) tc_drain(*ss);
+  }
 }
 
 block* engine::tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,
                                  std::size_t requested) {
-  all_streams_lock all(*this, &ss);
-  if (!tc_flush_locked(all, &ss)) return nullptr;
+  // Only this state's lanes: a growth needs no other stream's blocks (a release across streams,
+  // under pressure, drains them all: tc_flush).
+  ceiling_lock all(*this, ss);
+  if (!tc_drain(ss)) return nullptr;
   bool unused = false;
   return take_cached(ss, pool, rounded, requested, true, &unused);
 }
@@ -208,7 +211,7 @@ void engine::tc_view(const std::vector<const stream_state*>& list, memory_stats&
 
 void engine::tc_attach(stream_state& ss, pool_record& pool) {
   if (tc_on_ && pool.id == default_pool && !ss.tcache) {
-    ss.tcache = std::make_unique<thread_cache>(&pool.peaks, &ledger_);
+    ss.tcache = std::make_unique<thread_cache>(ss, &pool.peaks, &ledger_);
   }
 }
 

@@ -1,10 +1,12 @@
 // Segment marks (detail/thread_cache.hpp, detail/segment.hpp): a segment whose live blocks all
-// lie in thread-cache lanes is counted wholly free, as a drain would leave it. With every lock
-// held, settle_marks marks each such segment (on one of its lane blocks, stream_stats::add_whole)
-// and gives a segment that one lane holds whole to that lane. An owner counts its segments'
-// marks itself on its hot path (tc_lane::put and take); its stream counts them here, under the
-// owner's lock, when it allocates or frees in the segment. A mark without an owner is consumed
-// by the first allocation in the segment, a lane's take or the stream's, through an exchange.
+// lie in thread-cache lanes is counted wholly free, as a drain would leave it. With a stream
+// state and its lanes locked under the stats mutex (all_streams_lock, ceiling_lock, a peak-ledger
+// pull: lane_marks), settle_state_marks marks each such segment of the state (on one of its lane
+// blocks, stream_stats::add_whole) and gives a segment that one lane holds whole to that lane. An
+// owner counts its segments' marks itself on its hot path (tc_lane::put and take); its stream
+// counts them here, under the owner's lock, when it allocates or frees in the segment. A mark
+// without an owner is consumed by the first allocation in the segment, a lane's take or the
+// stream's, through an exchange.
 #include <algorithm>
 #include <functional>
 
@@ -26,23 +28,30 @@ tc_lane* lock_owner(const segment* seg, bool all, const tc_lane* held) {
 }
 
 void unlock_owner(tc_lane* l, bool all, const tc_lane* held) {
-  if (l != nullptr && !all && l != held) l->lock.unlock();
+  if (l == nullptr || all || l == held) return;
+  l->sync();  // (a mark lowers its count: its slack is listed with the peak ledger)
+  l->lock.unlock();
 }
 
 }  // namespace
 
 void settle_marks(const std::vector<stream_state*>& list, std::vector<tc_held>& v) noexcept {
-  // Every lock held. A segment qualifies when its lane blocks are all its live blocks, it is
-  // not marked yet and no span of it is being mapped or unmapped (whose bytes no count holds).
-  // (`v` has room for every lane slot of a stream state: no allocation.)
+  for (stream_state* ss : list) settle_state_marks(*ss, v);
+}
+
+void settle_state_marks(stream_state& state, std::vector<tc_held>& v) noexcept {
+  // The state and its lanes locked. A segment qualifies when its lane blocks are all its live
+  // blocks, it is not marked yet and no span of it is being mapped or unmapped (whose bytes no
+  // count holds). (`v` has room for every lane slot of a stream state: no allocation.)
   const auto by_segment = [](const tc_held& a, const tc_held& b) {
     return std::less<const segment*>()(a.seg, b.seg);
   };
-  for (stream_state* ss : list) {
-    if (!ss->tcache) continue;
+  stream_state* ss = &state;
+  {
+    if (!ss->tcache) return;
     v.clear();
     for (tc_lane& l : ss->tcache->lanes) {
-      if (!l.locked_by_all) continue;  // (an unused lane holds nothing)
+      if (!l.seized) continue;  // (an unused lane holds nothing)
       for (std::uint32_t i = 0; i < l.count; ++i) v.push_back(tc_held{l.segs[i], &l, i});
     }
     std::sort(v.begin(), v.end(), by_segment);
@@ -102,12 +111,32 @@ bool engine::free_owned(stream_state& ss, block* b, bool forced, const tc_lane* 
   const bool done =
       ss.stats.try_free(seg->pool, b->size, b->requested, whole_after_free(b), !forced);
   if (done) {
+    ss.sync();
     ++ss.stats.num_frees;
     release_block(ss, b);
     owner->after_free(seg);
   }
   unlock_owner(owner, forced, held);
   return done;
+}
+
+void lane_marks::lock_lanes(stats_holder& state, std::vector<stats_holder*>& out) noexcept {
+  auto& ss = static_cast<stream_state&>(state);
+  if (!ss.tcache) return;
+  for (tc_lane& l : ss.tcache->lanes) {  // (every lane: an unused one is quickly had)
+    if (l.seized) continue;
+    l.lock.lock();
+    l.seized = true;
+    out.push_back(&l);
+  }
+}
+
+void lane_marks::settle_marks(stats_holder& state) noexcept {
+  auto& ss = static_cast<stream_state&>(state);
+  if (!ss.tcache) return;
+  settle_state_marks(ss, scratch_);
+  ss.sync();
+  for (tc_lane& l : ss.tcache->lanes) l.sync();  // (every one is seized)
 }
 
 }  // namespace cachalot::detail

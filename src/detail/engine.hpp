@@ -41,12 +41,12 @@
 #include "detail/block.hpp"
 #include "detail/capture.hpp"
 #include "detail/expandable.hpp"
+#include "detail/global_stats.hpp"
 #include "detail/peak_ledger.hpp"
 #include "detail/pointer_map.hpp"
 #include "detail/pool.hpp"
 #include "detail/release_policy.hpp"
 #include "detail/reserve_arena.hpp"
-#include "detail/stats_tracker.hpp"
 #include "detail/stream_registry.hpp"
 #include "detail/stream_state.hpp"
 #include "detail/trace_writer.hpp"
@@ -230,9 +230,8 @@ class engine {
   /// Under ss.lock: puts `ss` (with expandable segments) on the list release passes visit.
   [[gnu::noinline]] void list_for_release(stream_state& ss);
 
-  // The stats mutex with every stream lock, or with one state's (all_streams_lock.hpp).
-  class all_streams_lock;
-  class ceiling_lock;
+  class all_streams_lock;  // the stats mutex with every stream lock (all_streams_lock.hpp)
+  class ceiling_lock;      // the stats mutex with one state's locks (all_streams_lock.hpp)
 
   // --- thread cache, cold parts (thread_cache.cpp) ---
   [[gnu::noinline]] block* tc_take_forced(tc_lane& l, pool_kind pool, std::size_t rounded,
@@ -242,7 +241,7 @@ class engine {
   [[gnu::noinline]] bool tc_evict(stream_state& ss, tc_lane& l);
   [[gnu::noinline]] bool tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_t size,
                                    std::size_t requested, std::uint64_t inactive, bool alloc);
-  bool tc_flush_locked(const all_streams_lock& all, const stream_state* only);
+  bool tc_drain(stream_state& ss);  // ss and its lanes seized: their blocks freed unchecked
   void tc_flush();
   block* tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,
                            std::size_t requested);
@@ -397,7 +396,8 @@ class engine {
   bool tc_on_;                     ///< thread caches (config thread_cache, none of the modes above)
   std::uint32_t tc_capacity_ = 0;  ///< blocks per lane (config thread_cache)
   std::size_t tc_max_ = 0;         ///< largest block a lane takes (config thread_cache_max_size)
-  mutable std::vector<tc_held> tc_scratch_;  ///< settle_marks' list (under stats_mutex_)
+  mutable std::vector<tc_held> tc_scratch_;   ///< settle_marks' list (under stats_mutex_)
+  mutable lane_marks tc_marks_{tc_scratch_};  ///< the peak ledger's view of lanes (tc_on_)
   std::size_t max_cached_;
   std::unique_ptr<reserve_arena> arena_;  ///< the reserve, when configured
   /// When to release and when the oversize rule applies (detail/release_policy.hpp).

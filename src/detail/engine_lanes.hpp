@@ -26,6 +26,7 @@ inline block* engine::tc_take(stream_state& ss, tc_lane& l, pool_kind pool, std:
     b = l.take(pool, requested, false, &over_ceiling, &over_whole, fits);
   if (b != nullptr) [[likely]]
     b->released.store(false, std::memory_order_relaxed);
+  l.sync();  // (lists its slack with the peak ledger, as a stream does: rarely anything)
   l.lock.unlock();
   if (b != nullptr || over_ceiling == 0) return b;
   return tc_take_forced(l, pool, rounded, requested);
@@ -53,6 +54,7 @@ inline bool engine::tc_put(block* b, stream_t stream, bool on_stream) {
     r = l.put(b, tc_capacity_, false);
   if (tracer_ && r == tc_lane::put_result::done) [[unlikely]]
     trace_free(b);  // before the lane can hand it out: the trace is in ownership order
+  l.sync();         // (its slack and marks_bit, once between two pulls)
   l.lock.unlock();
   if (evicted) [[unlikely]] {
     if (auto* hook = tc_evict_hook.load(std::memory_order_acquire)) hook(tc_evict_hook_arg.load());

@@ -4,8 +4,8 @@
 //
 // A growth plans under the stream lock: it picks the hole whose mapping needs the fewest
 // chunks (extending a free neighbour where there is one) and marks that span busy; maps the
-// chunks with no lock held; then, under every stream lock, turns the span into a free block,
-// merges it with its free neighbours, counts the stats and claims the request. A release
+// chunks with no lock held; then, under a ceiling_lock of the state, turns the span into a free
+// block, merges it with its free neighbours, counts the stats and claims the request. A release
 // carves the whole chunks of free blocks into busy spans and counts the stats under the stream
 // lock, synchronizes the stream, unmaps the chunks, and turns the spans into holes (or, where a
 // device call failed, back into free blocks, with the stats undone exactly). Busy spans are

@@ -17,12 +17,22 @@
 //     instant), takes their slack back and unlists them; the granted sums are then the exact
 //     totals;
 //  3. what room is still missing is a new maximum: the peaks rise to the totals.
-// A pull visits each listed holder once and unlists it, and a holder lists itself at most once
-// per quantity between two pulls, so a new peak costs amortized O(1) whatever the number of
-// streams and lanes. A list holds a holder at most once (while its bit is set) and has room
-// for every holder (reserve), so listing never allocates. Lock order: the stats mutex, then holders
-// in any order (every thread that waits for a second holder lock holds the stats mutex; the hot
-// paths only try them), the ledger lock last (a leaf).
+// Thread-cache lanes (detail/thread_cache.hpp) count a segment whose live blocks all lie in
+// lanes as inactive split until a *mark* counts it wholly free: inactive-split counts may be
+// above a drain's, never below, and a peak of them must be raised from settled counts. So a
+// stream state that may hold such a segment unmarked has a holder listed for marks_bit (every
+// decrease lists it), and a pull of inactive-split bytes locks, with each listed holder, its
+// whole state (the stream, then all its lanes: `lanes`, a lane_group) and settles the state's
+// marks, then unlists every marks_bit entry: at its instant every count is a drain's.
+// A pull visits each listed holder (or its state) once and unlists it, and a holder lists
+// itself at most once per quantity (and for marks) between two pulls, so a new peak costs
+// amortized O(1) whatever the number of streams and lanes. A list holds a holder at most once
+// (while its bit is set) and has room for every holder (reserve), so listing never allocates.
+// Lock order: the stats mutex, then each holder after its stream state (a lane after its
+// stream's lock, `outer`), stream states in any order (a thread that waits for a second
+// stream lock, or for a lane while holding a stream lock, holds the stats mutex, or holds the
+// lane's own stream lock: the hot paths only try); the ledger lock last (a leaf, never held
+// while waiting for a holder).
 #pragma once
 
 #include <array>
@@ -38,18 +48,37 @@ namespace cachalot::detail {
 /// The allocator's peaks as a table (global_stats owns it).
 using peak_table = std::uint64_t[quantity_count][pool_count + 1];
 
+/// What a pull needs of thread caches (the engine's, detail/thread_cache.hpp): the lanes of a
+/// stream state, and the settling of its segment marks. Called under the stats mutex only.
+class lane_group {
+ public:
+  /// `state` (a stream state) locked and seized: locks its lanes that are not seized, seizes
+  /// them and appends them to `out` (room reserved: no allocation).
+  virtual void lock_lanes(stats_holder& state, std::vector<stats_holder*>& out) noexcept = 0;
+  /// `state` and its lanes seized: counts the segments its lanes hold whole as wholly free
+  /// (marks), then syncs the state and its lanes with the ledger.
+  virtual void settle_marks(stats_holder& state) noexcept = 0;
+
+ protected:
+  ~lane_group() = default;
+};
+
 /// See the file comment. Thread-safe as described there.
 class peak_ledger {
  public:
   /// Under h's lock: lists `h` for the quantities in `m` it is not listed for.
   void list(stats_holder& h, quantity_mask m) noexcept;
 
-  /// Under the stats mutex, with `h` and every holder of `held` locked by the caller (`h` may
-  /// be among them): raises h's ceilings to its current values (changes applied unchecked),
-  /// taking room from the peaks' headroom, else from listed holders' slack, else raising the
-  /// peaks (`global`: the allocator's). Returns true if a peak rose.
+  /// Under the stats mutex, with `h` and every holder of `held` locked and seized by the caller
+  /// (`h` among them), every lane of them with its stream state, and the marks of their
+  /// stream state settled: raises h's ceilings to its current values (changes applied
+  /// unchecked), taking room from the peaks' headroom, else from listed holders' slack, else
+  /// raising the peaks (`global`: the allocator's). Returns true if a peak rose.
   bool settle(stats_holder& h, stats_holder* const* held, std::size_t held_count,
-              peak_table& global);
+              peak_table& global) noexcept;
+
+  /// With thread caches (before any holder is made): the engine's lane_group.
+  void set_lanes(lane_group* lanes) noexcept { lanes_ = lanes; }
 
   /// Under the stats mutex with every holder of `holders` locked and every other holder at
   /// zero with no ceiling (after a full rebalance): recomputes the granted sums from their
@@ -102,14 +131,21 @@ class peak_ledger {
   std::uint64_t room(const stats_holder& h, std::size_t q, std::size_t p,
                      const peak_table& global) const noexcept;
   /// Takes back the slack of quantity `q` of every listed holder (see the file comment).
-  void pull(std::size_t q, stats_holder& h, stats_holder* const* held, std::size_t held_count);
+  void pull(std::size_t q, stats_holder* const* held, std::size_t held_count) noexcept;
+  /// In a pull: true if `x` (listed) is still to be locked (`marks`: its state grouped).
+  static bool pending(const stats_holder& x, bool marks) noexcept;
+  /// In a pull: locks `x` after its stream state (`marks`: the whole state, marks settled).
+  void seize(stats_holder& x, bool marks) noexcept;
+  void grab(stats_holder& x) noexcept;
 
   spinlock lock_;  ///< guards lists_
-  std::array<std::vector<stats_holder*>, quantity_count> lists_;
+  /// Per quantity, then marks_slot: the holders listed (a holder at most once per bit).
+  std::array<std::vector<stats_holder*>, quantity_count + 1> lists_;
   std::uint64_t granted_[quantity_count][pool_count + 1] = {};  ///< stats mutex
   std::uint64_t pulls_ = 0;                                     ///< stats mutex
   std::uint64_t visits_ = 0;                                    ///< stats mutex
-  std::vector<stats_holder*> locked_;                           ///< scratch of pull()
+  lane_group* lanes_ = nullptr;                                 ///< with thread caches
+  std::vector<stats_holder*> locked_, todo_;                    ///< scratch of pull()
 };
 
 }  // namespace cachalot::detail

@@ -54,7 +54,7 @@ struct alignas(64) segment {
   std::atomic<bool> lane_whole{false};        ///< counted wholly free while lanes hold its blocks
   std::atomic<tc_lane*> lane_owner{nullptr};  ///< the lane that counts its marks, if any
   bool asleep = false;  ///< its pool sleeps: no memory behind its blocks (detail/pool_sleep.hpp)
-  // Of the mark (under the owner's lock, or with every lock held).
+  // Of the mark (under the owner's lock, or with the state's locks held under the stats mutex).
   tc_lane* whole_lane = nullptr;  ///< the lane whose counters hold the mark
   std::size_t whole_size = 0;     ///< the size of the block the mark was counted on
   // Cold.

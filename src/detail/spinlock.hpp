@@ -83,9 +83,10 @@ class spinlock {
 /// The lock of a thread-cache lane (detail/thread_cache.hpp). The hot path only tries it; it is
 /// waited for only by rare cold paths (a drain, a stats read, a stream allocation or free in a
 /// segment the lane owns), and then only for the few instructions a hit holds it, since every
-/// long holder (all_streams_lock) holds the lane's stream lock too, which those waiters take
-/// first. So a waiter spins, then yields, and never sleeps: the unlock is one release store,
-/// with no wake-up to lose and no read-modify-write on the hit. Lockable.
+/// long holder (a stats-mutex holder: all_streams_lock, ceiling_lock, a peak-ledger pull) holds
+/// the lane's stream lock too, which those waiters take first. So a waiter spins, then yields,
+/// and never sleeps: the unlock is one release store, with no wake-up to lose and no
+/// read-modify-write on the hit. Lockable.
 class lane_lock {
  public:
   /// Acquires the lock.

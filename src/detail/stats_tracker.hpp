@@ -1,27 +1,30 @@
 // Exact statistics without a shared hot-path lock.
 //
-// Every stream keeps its own counters (stream_stats), changed under its stream lock: for each
-// quantity and size class ("small/large pool"), monotonic totals of increases and decreases
-// (current = inc - dec), and a *ceiling*. The engine keeps the allocator's peaks (global_stats)
-// and each memory pool its own (pool_peaks). Invariant: for every quantity, the sum of the
-// streams' ceilings of a size class never exceeds that class's recorded peak, and the sum over
-// both classes never exceeds the all-classes peak; both for the streams of each memory pool
-// against the pool's peaks and for all streams against the allocator's. A change that stays
-// under its stream's ceilings therefore cannot create a new peak, of its pool or of the
-// allocator, and is applied locally with no shared write. A change that
-// would cross a ceiling is redone under the stats mutex with every stream lock held: the exact
-// totals are summed, peaks raised, and the headroom under the peaks shared out as new
-// ceilings; detail/peak_ledger.hpp does it without locking every stream. Peaks are thus the
+// Every holder (a stream state, or a thread-cache lane of one) keeps its own counters
+// (stream_stats), changed under its own lock: for each quantity and size class ("small/large
+// pool"), monotonic totals of increases and decreases (current = inc - dec), and a *ceiling*.
+// The engine keeps the allocator's peaks (global_stats, detail/global_stats.hpp) and each memory
+// pool its own (pool_peaks). Invariant: for every quantity, the sum of the holders' ceilings of
+// a size class never exceeds that class's recorded peak, and the sum over both classes never
+// exceeds the all-classes peak; both for the holders of each memory pool against the pool's
+// peaks and for all holders against the allocator's. A change that stays under its holder's
+// ceilings therefore cannot create a new peak, of its pool or of the allocator, and is applied
+// locally with no shared write. A change that would cross a ceiling is redone under the stats
+// mutex with its stream state (and that state's lanes) locked, then settled with the peak
+// ledger (detail/peak_ledger.hpp): room is taken from the peaks' headroom, else from the slack
+// of the holders listed with the ledger, else the peaks rise to the exact totals, in amortized
+// O(1) whatever the number of streams and lanes. Only the rare reads and resets that need one
+// view of everything lock every holder (all_streams_lock: a full rebalance). Peaks are thus the
 // exact maxima over every consistent state, and steady-state traffic (each stream reusing what
 // it freed) never touches shared memory. Every change that can leave a current value below its
 // ceiling (a free, an inactive-split decrease, a ceiling given by another holder) records its
-// quantity in `grown()`, so that the holder lists itself with the ledger before its lock is
-// released.
+// quantity in `grown()`, and every decrease marks_bit (a lane may then hold a segment whole
+// without a mark: detail/thread_cache.hpp), so that the holder lists itself with the ledger
+// (sync) before its lock is released: a holder not listed for a quantity is at its ceiling.
 #pragma once
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -51,6 +54,15 @@ constexpr quantity_mask bit_of(std::size_t q) noexcept {
 /// The quantities a free of an allocated block lowers.
 inline constexpr quantity_mask free_mask =
     bit_of(q_requested) | bit_of(q_allocated) | bit_of(q_active) | bit_of(q_allocations);
+/// Every quantity's bit.
+inline constexpr quantity_mask quantity_bits = bit_of(quantity_count) - 1;
+/// Not a quantity: the slot and bit of "the holder's stream state may hold a segment whose live
+/// blocks all lie in thread-cache lanes without a mark" (detail/thread_cache.hpp), which only a
+/// decrease can bring about. Every decrease sets it in grown(); a holder with lanes lists itself
+/// for it with the peak ledger, like a quantity's slack (detail/peak_ledger.hpp).
+inline constexpr std::size_t marks_slot = quantity_count;
+inline constexpr quantity_mask marks_bit = bit_of(marks_slot);
+static_assert(quantity_count < 8, "quantity_mask has a bit per quantity and marks_bit");
 
 /// A signed change of every quantity of one pool.
 struct stats_delta {
@@ -69,8 +81,8 @@ class stream_stats {
  public:
   /// Counts an allocation of `size` bytes (asked: `requested`) that takes `whole` bytes of
   /// wholly free segment (0 if none). With `checked`, returns false and changes nothing if an
-  /// increase would cross a ceiling; unchecked is only for the stats mutex with every stream
-  /// locked (a rebalance follows).
+  /// increase would cross a ceiling; unchecked is only under the stats mutex with the holder
+  /// locked (ceiling_lock, all_streams_lock: a settle or a rebalance follows).
   bool try_alloc(pool_kind pool, std::uint64_t size, std::uint64_t requested, std::uint64_t whole,
                  bool checked = true) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
@@ -107,12 +119,13 @@ class stream_stats {
     inc_[q_inactive][p] += up_inactive;
     dec_[q_inactive][p] += down_inactive;
     whole_free_[p] += whole;
-    grown_ |= static_cast<quantity_mask>(free_mask | (down_inactive != 0 ? bit_of(q_inactive) : 0));
+    grown_ |= static_cast<quantity_mask>(free_mask | marks_bit |
+                                         (down_inactive != 0 ? bit_of(q_inactive) : 0));
     return true;
   }
 
   /// Applies `delta` (the cold paths' changes) without a ceiling check: for decreases, or under
-  /// the stats mutex with every stream locked.
+  /// the stats mutex with the holder locked (ceiling_lock, all_streams_lock: a settle follows).
   void apply(pool_kind pool, const stats_delta& delta) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     for (std::size_t q = 0; q < quantity_count; ++q) {
@@ -121,7 +134,7 @@ class stream_stats {
         inc_[q][p] += static_cast<std::uint64_t>(d);
       } else {
         dec_[q][p] += static_cast<std::uint64_t>(-d);
-        grown_ |= bit_of(q);
+        grown_ |= static_cast<quantity_mask>(bit_of(q) | marks_bit);
       }
     }
     whole_free_[p] += static_cast<std::uint64_t>(delta.whole_free);
@@ -129,7 +142,7 @@ class stream_stats {
 
   /// Takes back an earlier apply(pool, delta) exactly, cumulative totals included (a device
   /// call that failed after its stats were applied). Increases current values: only under the
-  /// stats mutex with every stream locked.
+  /// stats mutex with the holder locked (a settle follows).
   void undo(pool_kind pool, const stats_delta& delta) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     for (std::size_t q = 0; q < quantity_count; ++q) {
@@ -167,12 +180,13 @@ class stream_stats {
     const std::size_t p = static_cast<std::size_t>(pool);
     dec_[q_inactive][p] += whole;
     whole_free_[p] += whole;
+    grown_ |= bit_of(q_inactive);
   }
   /// Takes back the current values of an earlier add_whole(pool, whole) (`whole` may have grown
   /// since by bytes mapped as wholly free) and of the try_free(pool, `size`, ..., 0) before it,
   /// whose block goes back to its stream: the stream's free of it (the segment's last, leaving
   /// it wholly free) follows under the same locks, and the three together leave the cumulative
-  /// totals as they were. Only with every stream locked.
+  /// totals as they were. Only under the stats mutex with the holder's state and lanes locked.
   void remove_whole(pool_kind pool, std::uint64_t size, std::uint64_t whole) noexcept {
     const std::size_t p = static_cast<std::size_t>(pool);
     inc_[q_inactive][p] += size;          // (cancel_cached_free takes it off again)
@@ -194,6 +208,7 @@ class stream_stats {
     inc_[q_inactive][p] -= whole - size;
     dec_[q_inactive][p] += size;
     whole_free_[p] += whole;
+    grown_ |= bit_of(q_inactive);
   }
 
   /// Adds the cumulative totals and counters of `o`, whose current values are all zero (the
@@ -321,164 +336,52 @@ struct pool_peaks {
 class peak_ledger;
 
 /// What counts stats against ceilings (global_stats::rebalance): a stream state, or one slot
-/// of its thread cache (detail/thread_cache.hpp). Guarded by `*guard`, the owner's lock.
+/// (lane) of its thread cache (detail/thread_cache.hpp). Guarded by its lock: `*guard` (a
+/// stream state's) or `*lane_guard` (a lane's, taken after its stream state's, `outer`).
 struct stats_holder {
   stats_holder(pool_peaks* pp, spinlock* g, peak_ledger* l) noexcept
       : peaks(pp), guard(g), ledger(l) {}
-  pool_peaks* peaks;      ///< the peaks of the holder's memory pool
-  stream_stats stats;     ///< counters and ceilings
-  spinlock* const guard;  ///< the lock that guards `stats` (a stream state's; a lane: none)
-  peak_ledger* ledger;    ///< the ledger it lists itself with (set before first use)
-  /// Quantities the holder is listed for with the ledger (under `*guard`).
+  pool_peaks* peaks;                ///< the peaks of the holder's memory pool
+  stream_stats stats;               ///< counters and ceilings
+  spinlock* const guard;            ///< a stream state's lock (a lane: nullptr)
+  lane_lock* lane_guard = nullptr;  ///< a lane's lock (set with `outer`)
+  stats_holder* outer = nullptr;    ///< a lane: its stream state (locked before the lane)
+  peak_ledger* ledger;              ///< the ledger it lists itself with (set before first use)
+  /// Quantities (and marks_bit) the holder is listed for with the ledger (under its lock).
   quantity_mask listed = 0;
-  /// Set by a ledger pull that holds `*guard` (stats mutex only).
-  bool pulled = false;
+  /// What sync() lists: every quantity, and marks_bit for a state with lanes and its lanes.
+  quantity_mask watched = quantity_bits;
+  /// Locked by the stats mutex's holder: a ceiling_lock, an all_streams_lock (lanes) or a
+  /// ledger pull (stats mutex only).
+  bool seized = false;
+  /// A stream state whose lanes a pull has locked and whose marks it has settled (stats mutex).
+  bool grouped = false;
 
-  /// Under `*guard`, after a change: lists the holder for every quantity whose slack may have
-  /// grown and that it is not listed for (detail/peak_ledger.hpp; a leaf lock, rarely taken).
+  void lock() noexcept {
+    if (guard != nullptr) {
+      guard->lock();
+    } else {
+      lane_guard->lock();
+    }
+  }
+  void unlock() noexcept {
+    if (guard != nullptr) {
+      guard->unlock();
+    } else {
+      lane_guard->unlock();
+    }
+  }
+
+  /// Under its lock, after a change: lists the holder for every watched quantity whose slack
+  /// may have grown (and for marks_bit) and that it is not listed for (detail/peak_ledger.hpp;
+  /// a leaf lock, rarely taken).
   void sync() noexcept {
-    if ((stats.grown() & static_cast<quantity_mask>(~listed)) != 0) [[unlikely]]
+    if ((stats.grown() & watched & static_cast<quantity_mask>(~listed)) != 0) [[unlikely]]
       list_grown();
   }
 
  private:
   void list_grown() noexcept;
-};
-
-/// The engine-wide part: peaks, event counters, and the reserved bytes the memory limit is
-/// checked against. Peaks are read and written only under the engine's stats mutex.
-class global_stats {
- public:
-  /// Sums `streams` (all locked by the caller, with the stats mutex), raises the peaks of the
-  /// allocator and of every memory pool (each stream's `peaks`) to the totals and sets new
-  /// ceilings. Invariant, per quantity: in every pool, the streams' ceilings of a size class
-  /// sum to at most the pool's peak of that class, and over both classes to at most the pool's
-  /// all-classes peak; over all pools the same holds against the allocator's peaks. Each stream
-  /// keeps the ceiling it had (the room it freed is its own to reuse) as far as the invariant
-  /// allows; what is left under every peak goes to `trigger`, the stream whose change crossed
-  /// its ceiling (nullptr: none). `reset`: peaks become the totals and every ceiling the
-  /// stream's current value.
-  template <class StreamList, class Stream>
-  void rebalance(const StreamList& streams, const Stream* trigger, bool reset) noexcept {
-    constexpr std::size_t all = pool_count;
-    for (std::size_t q = 0; q < quantity_count; ++q) {
-      std::uint64_t total[pool_count + 1] = {};
-      for (auto* ss : streams) {
-        std::fill(std::begin(ss->peaks->total), std::end(ss->peaks->total), 0);
-        std::fill(std::begin(ss->peaks->sum), std::end(ss->peaks->sum), 0);
-      }
-      for (auto* ss : streams) {
-        for (std::size_t p = 0; p < pool_count; ++p) {
-          const std::uint64_t c = ss->stats.current(q, p);
-          for (std::uint64_t* t :
-               {&total[p], &total[all], &ss->peaks->total[p], &ss->peaks->total[all]}) {
-            *t += c;
-          }
-        }
-      }
-      for (std::size_t p = 0; p <= all; ++p) {
-        peak_[q][p] = reset ? total[p] : std::max(peak_[q][p], total[p]);
-      }
-      for (auto* ss : streams) {  // idempotent: a pool with several streams is seen again
-        pool_peaks& pp = *ss->peaks;
-        for (std::size_t p = 0; p <= all; ++p) {
-          pp.peak[q][p] = reset ? pp.total[p] : std::max(pp.peak[q][p], pp.total[p]);
-        }
-      }
-      // Wanted ceilings: the old ones, never below current; trimmed where they overshoot.
-      std::uint64_t sum[pool_count + 1] = {};
-      for (auto* ss : streams) {
-        auto& st = ss->stats;
-        for (std::size_t p = 0; p < pool_count; ++p) {
-          const std::uint64_t c = st.current(q, p);
-          const std::uint64_t want = reset ? c : signed_max(c, st.ceiling(q, p));
-          st.set_ceiling(q, p, want);
-          for (std::uint64_t* t : {&sum[p], &sum[all], &ss->peaks->sum[p], &ss->peaks->sum[all]}) {
-            *t += want;
-          }
-        }
-      }
-      // Trim: each pool's classes, each pool's total, then the allocator's classes and total.
-      const auto over = [](std::uint64_t s, std::uint64_t peak) { return s > peak ? s - peak : 0; };
-      for (std::size_t p = 0; p < pool_count; ++p) {
-        for (auto* ss : streams) {
-          cut(*ss, q, p, over(ss->peaks->sum[p], ss->peaks->peak[q][p]), sum);
-        }
-      }
-      for (auto* ss : streams) {
-        for (std::size_t p = 0; p < pool_count; ++p) {
-          cut(*ss, q, p, over(ss->peaks->sum[all], ss->peaks->peak[q][all]), sum);
-        }
-      }
-      for (std::size_t p = 0; p < pool_count; ++p) {
-        for (auto* ss : streams) cut(*ss, q, p, over(sum[p], peak_[q][p]), sum);
-      }
-      for (auto* ss : streams) {
-        for (std::size_t p = 0; p < pool_count; ++p)
-          cut(*ss, q, p, over(sum[all], peak_[q][all]), sum);
-      }
-      if (trigger == nullptr || reset) continue;
-      const auto it = std::find(streams.begin(), streams.end(), trigger);
-      if (it == streams.end()) continue;
-      auto& st = (*it)->stats;
-      pool_peaks& pp = *(*it)->peaks;
-      for (std::size_t p = 0; p < pool_count; ++p) {
-        const std::uint64_t room =
-            std::min({pp.peak[q][p] - pp.sum[p], pp.peak[q][all] - pp.sum[all],
-                      peak_[q][p] - sum[p], peak_[q][all] - sum[all]});
-        st.set_ceiling(q, p, st.ceiling(q, p) + room);
-        for (std::uint64_t* t : {&sum[p], &sum[all], &pp.sum[p], &pp.sum[all]}) *t += room;
-      }
-    }
-  }
-
-  /// The peak of quantity `q` for pool index `p` (pool_count: all pools).
-  std::uint64_t peak(std::size_t q, std::size_t p) const noexcept { return peak_[q][p]; }
-  /// Every peak, for the peak ledger (stats mutex).
-  std::uint64_t (&peaks() noexcept)[quantity_count][pool_count + 1] { return peak_; }
-
-  /// Reserves room for a new segment against `limit` (0: none). False if it would exceed it.
-  bool reserve_room(std::size_t bytes, std::size_t limit) noexcept {
-    std::size_t now = committed_.load(std::memory_order_relaxed);
-    do {
-      if (limit != 0 && now + bytes > limit) return false;
-    } while (!committed_.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
-    return true;
-  }
-  /// Returns room taken by reserve_room (a refused segment, or a released one).
-  void release_room(std::size_t bytes) noexcept {
-    committed_.fetch_sub(bytes, std::memory_order_relaxed);
-  }
-  /// Bytes in segments plus segments being allocated.
-  std::size_t committed() const noexcept { return committed_.load(std::memory_order_relaxed); }
-
-  std::atomic<std::uint64_t> num_ooms{0};
-  std::atomic<std::uint64_t> num_retries{0};
-  std::atomic<std::uint64_t> num_flushes{0};
-  std::atomic<std::uint64_t> num_syncs{0};
-  /// Synchronizations of releases before a growth (memory_stats::num_gc_syncs).
-  std::atomic<std::uint64_t> num_gc_syncs{0};
-  std::atomic<std::uint64_t> num_use_after_free{0};
-
- private:
-  // Lowers the ceiling of size class `p` of stream `ss` towards its current value by up to
-  // `excess` bytes, keeping the sums (the allocator's `sum` and the stream's pool's) in step.
-  template <class Stream>
-  static void cut(Stream& ss, std::size_t q, std::size_t p, std::uint64_t excess,
-                  std::uint64_t* sum) noexcept {
-    if (excess == 0) return;
-    auto& st = ss.stats;
-    const std::uint64_t slack = st.ceiling(q, p) - st.current(q, p);
-    const std::uint64_t c = std::min(slack, excess);
-    st.set_ceiling(q, p, st.ceiling(q, p) - c);
-    for (std::uint64_t* t :
-         {&sum[p], &sum[pool_count], &ss.peaks->sum[p], &ss.peaks->sum[pool_count]}) {
-      *t -= c;
-    }
-  }
-
-  std::uint64_t peak_[quantity_count][pool_count + 1] = {};
-  std::atomic<std::size_t> committed_{0};
 };
 
 }  // namespace cachalot::detail

@@ -17,13 +17,16 @@
 //    as if that block's free had left the segment whole (stream_stats::add_whole). A lane that
 //    owns the segment counts the marks itself, exactly, on its hot path (the free of the last
 //    live block outside it marks, a take unmarks); so do its stream's allocations and frees in
-//    the segment, under the owner's lock. Every other such segment is marked when the engine
-//    holds every lock (all_streams_lock), before stats are read or peaks raised (settle_marks),
-//    and the mark is consumed by the first take or stream allocation in it (an exchange).
-//    Between two all_streams_locks an unmarked segment that lanes hold whole is counted higher
-//    than a drain would leave it, never lower: no change under the ceilings can then make a new
-//    peak, and every peak is raised from settled (exact) counts, so peaks are the maxima over
-//    consistent states.
+//    the segment, under the owner's lock. Every other such segment is marked with its stream
+//    state and all its lanes locked under the stats mutex (settle_marks: by an all_streams_lock
+//    before stats are read, by the ceiling_lock of that state, and by a peak-ledger pull of
+//    inactive-split bytes for every state listed for marks_bit), and the mark is consumed by
+//    the first take or stream allocation in it (an exchange). Until then an unmarked segment
+//    that lanes hold whole is counted higher than a drain would leave it, never lower: no
+//    change under the ceilings can then make a new peak; a decrease, the only change that can
+//    leave a segment so, lists its holder for marks_bit (detail/stats_tracker.hpp), and every
+//    peak of inactive-split bytes is raised from settled counts (detail/peak_ledger.hpp), so
+//    peaks are the maxima over consistent states.
 //  - Cumulative totals never go back, though a read may have seen a lane block's inactive
 //    count before a mark corrects it: a mark counts the segment's bytes as inactive freed and
 //    keeps that count (add_whole), and a lane block whose stream's free leaves its unmarked
@@ -48,8 +51,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "detail/block.hpp"
+#include "detail/peak_ledger.hpp"
 #include "detail/segment.hpp"
 #include "detail/spinlock.hpp"
 #include "detail/stats_tracker.hpp"
@@ -63,9 +68,8 @@ struct alignas(128) tc_lane : stats_holder {
   /// `marks` of a block: its segment is owned by this lane, or may be marked without an owner.
   static constexpr std::uint8_t mark_owned = 1, mark_shared = 2;
 
-  // (No guard for the peak ledger: with lanes, a crossed ceiling takes all_streams_lock, so no
-  // ledger pull ever locks a lane: detail/all_streams_lock.hpp, ceiling_lock.)
-  tc_lane() noexcept : stats_holder(nullptr, nullptr, nullptr) {}
+  // (The peak ledger locks a lane after its stream state, `outer`: thread_cache's constructor.)
+  tc_lane() noexcept : stats_holder(nullptr, nullptr, nullptr) { lane_guard = &lock; }
 
   enum class put_result : std::uint8_t { done, full, over_ceiling };
 
@@ -300,9 +304,9 @@ struct alignas(128) tc_lane : stats_holder {
   std::uint32_t backoff = min_backoff;
   std::atomic<std::uint32_t> cold{0};  ///< allocations left to skip the lane (lock-free reads)
   /// Has held a block (so may have counts and a ceiling); an unused lane is left out of
-  /// all_streams_lock. Written under `lock`.
+  /// all_streams_lock and ceiling_lock (stats_holder::seized: locked by one). Written under
+  /// `lock`.
   std::atomic<bool> used{false};
-  bool locked_by_all = false;  ///< locked by the all_streams_lock (stats_mutex_ holder) now
   /// Segments this lane owns (segment.hpp: their marks are counted here): under `lock`, changed
   /// only holding the segment's stream lock too. An owner stays `used`.
   std::uint32_t owned_count = 0;
@@ -357,6 +361,19 @@ struct tc_held {
   std::uint32_t slot;
 };
 
+/// The peak ledger's view of thread caches (thread_cache_marks.cpp): a pull that raises
+/// inactive-split counts locks a listed stream state's lanes after it and settles its marks.
+/// Stats mutex only; `scratch` has room for every lane slot of a stream state.
+class lane_marks final : public lane_group {
+ public:
+  explicit lane_marks(std::vector<tc_held>& scratch) noexcept : scratch_(scratch) {}
+  void lock_lanes(stats_holder& state, std::vector<stats_holder*>& out) noexcept override;
+  void settle_marks(stats_holder& state) noexcept override;
+
+ private:
+  std::vector<tc_held>& scratch_;
+};
+
 /// Test hook (null outside tests): called with `tc_evict_hook_arg` after a free into a lane that
 /// evicted the lane's oldest block, once the lane is unlocked (no engine lock is held), so that
 /// a test can read the stats where a racing reader would.
@@ -367,10 +384,14 @@ inline std::atomic<void*> tc_evict_hook_arg{nullptr};
 struct thread_cache {
   static constexpr std::size_t lane_count = 8;  ///< a power of two
 
-  thread_cache(pool_peaks* peaks, peak_ledger* ledger) noexcept {
+  /// The lanes of stream state `state` (which watches marks_bit from now on).
+  thread_cache(stats_holder& state, pool_peaks* peaks, peak_ledger* ledger) noexcept {
+    state.watched |= marks_bit;
     for (tc_lane& l : lanes) {
       l.peaks = peaks;
       l.ledger = ledger;
+      l.outer = &state;
+      l.watched |= marks_bit;
     }
   }
   thread_cache(const thread_cache&) = delete;

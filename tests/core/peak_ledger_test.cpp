@@ -46,7 +46,9 @@ class ledger_world {
     if (crosses) {
       h.guard->lock();
       stats_holder* held[] = {&h};
+      h.seized = true;  // (as a ceiling_lock holds it)
       ledger.settle(h, held, 1, global);
+      h.seized = false;
       h.guard->unlock();
     }
     auto& t = totals[i % 2][q];
@@ -161,10 +163,109 @@ TEST(peak_ledger, SettlingSeveralHoldersOfOneDrainGivesTheExactPeak) {
   w.boxes[2]->h.stats.apply(pool_kind::small, up);
   down.d[q_allocated] = -9000;
   w.boxes[0]->h.stats.apply(pool_kind::small, down);
+  for (stats_holder* h : held) h->seized = true;
   for (stats_holder* h : held) w.ledger.settle(*h, held, 3, w.global);
+  for (stats_holder* h : held) h->seized = false;
   for (auto& b : w.boxes) b->lock.unlock();
   EXPECT_EQ(w.global[q_allocated][0], 10000u);
   EXPECT_EQ(w.global[q_allocated][pool_count], 10000u);
+}
+
+/// A stream state with two lanes, as the engine makes them (each lane's `outer` is the state),
+/// and a lane_group that counts a pending mark on a lane when it settles the state: lane 1
+/// holds `unmarked` inactive-split bytes that a drain would count wholly free.
+struct lane_world final : lane_group {
+  lane_world() {
+    ledger.reserve(8);
+    ledger.set_lanes(this);
+    for (auto* s : {&a, &b}) s->h.watched |= marks_bit;
+    for (auto& l : lanes) {
+      l.h.peaks = &pools;  // (b's memory pool)
+      l.h.ledger = &ledger;
+      l.h.outer = &b.h;
+      l.h.lane_guard = &l.lock;
+      l.h.watched |= marks_bit;
+    }
+  }
+  struct lane_box {
+    lane_lock lock;
+    stats_holder h{nullptr, nullptr, nullptr};
+  };
+  void lock_lanes(stats_holder& state, std::vector<stats_holder*>& out) noexcept override {
+    EXPECT_EQ(&state, &b.h);
+    EXPECT_FALSE(b.lock.try_lock()) << "a lane is locked after its stream state";
+    for (auto& l : lanes) {
+      if (l.h.seized) continue;
+      l.lock.lock();
+      l.h.seized = true;
+      out.push_back(&l.h);
+    }
+  }
+  void settle_marks(stats_holder& state) noexcept override {
+    EXPECT_EQ(&state, &b.h);
+    ++settled;
+    if (unmarked != 0) {  // the mark: the lane's inactive-split bytes go (add_whole)
+      stats_delta d;
+      d.d[q_inactive] = -static_cast<std::int64_t>(unmarked);
+      lanes[1].h.stats.apply(pool_kind::small, d);
+      unmarked = 0;
+    }
+    for (stats_holder* h : {&b.h, &lanes[0].h, &lanes[1].h}) h->sync();
+  }
+  /// Changes `h` (locked after its state) by `d` of inactive-split bytes, settling a crossing.
+  void change(stats_holder& h, std::int64_t d) {
+    stats_delta delta;
+    delta.d[q_inactive] = d;
+    const bool crosses = d > 0 && h.stats.crosses(q_inactive, 0, static_cast<std::uint64_t>(d));
+    stats_holder* state = h.outer != nullptr ? h.outer : &h;
+    std::vector<stats_holder*> held = {state};
+    if (state != &h) held.push_back(&h);
+    for (stats_holder* x : held) x->lock();
+    h.stats.apply(pool_kind::small, delta);
+    for (stats_holder* x : held) x->sync();
+    if (crosses) {
+      for (stats_holder* x : held) x->seized = true;
+      ledger.settle(h, held.data(), held.size(), global);
+      for (stats_holder* x : held) x->seized = false;
+    }
+    for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->unlock();
+  }
+
+  peak_ledger ledger;
+  pool_peaks pools;
+  peak_table global = {};
+  holder_box a{&pools, &ledger}, b{&pools, &ledger};
+  std::array<lane_box, 2> lanes;
+  std::uint64_t unmarked = 0;
+  int settled = 0;
+};
+
+TEST(peak_ledger, AnInactiveSplitPeakIsRaisedFromSettledMarksOfOtherStates) {
+  // State b's lanes hold a segment's last blocks without a mark: their inactive-split count is
+  // 2 MiB above a drain's. State a then raises the inactive-split peak: the pull must settle
+  // b's marks (b listed for marks_bit by its decrease) before it raises the peak, so that the
+  // peak is the drain's total, never the overcount.
+  lane_world w;
+  constexpr std::int64_t mib = 1 << 20;
+  w.change(w.b.h, 3 * mib);         // b's stream: a peak of 3 MiB
+  w.change(w.b.h, -3 * mib);        // (slack, listed)
+  w.change(w.lanes[1].h, 2 * mib);  // fits under the peak: room from the headroom, or a pull
+  EXPECT_EQ(w.global[q_inactive][0], 3u * mib);
+  w.unmarked = 2 * mib;        // a drain would count those 2 MiB wholly free: the true total is 0
+  w.change(w.lanes[0].h, -1);  // a decrease (a put) lists b for its marks
+  w.change(w.lanes[0].h, 1);
+  const int before = w.settled;
+  w.change(w.a.h, 4 * mib);  // a new peak: 4 MiB in truth (b's lanes hold nothing a drain keeps)
+  EXPECT_GT(w.settled, before) << "the pull settled b's marks";
+  EXPECT_EQ(w.global[q_inactive][0], 4u * mib);
+  EXPECT_EQ(w.global[q_inactive][pool_count], 4u * mib);
+  EXPECT_EQ(w.pools.peak[q_inactive][0], 4u * mib);
+  // Once settled and unlisted, b is not visited again by the next peaks.
+  const std::uint64_t visits = w.ledger.visits();
+  w.change(w.a.h, 1 * mib);
+  w.change(w.a.h, 1 * mib);
+  EXPECT_EQ(w.global[q_inactive][0], 6u * mib);
+  EXPECT_EQ(w.ledger.visits(), visits);
 }
 
 }  // namespace

@@ -82,15 +82,15 @@ class twin {
       : lanes_(config::parse("backend:simulated,capacity:1GiB," + conf + "," + lanes)),
         plain_(config::parse("backend:simulated,capacity:1GiB," + conf + ",thread_cache:0")) {}
 
-  /// Allocates `bytes` into `slot` (on the calling thread, or on `w`).
-  void alloc(std::size_t slot, std::size_t bytes, worker* w = nullptr) {
+  /// Allocates `bytes` into `slot` (on the calling thread, or on `w`) on `stream`.
+  void alloc(std::size_t slot, std::size_t bytes, worker* w = nullptr, stream_t stream = s1()) {
     if (slot >= l_.size()) {
       l_.resize(slot + 1);
       p_.resize(slot + 1);
     }
     on(w, [&] {
-      l_[slot] = lanes_.allocate(bytes, s1());
-      p_[slot] = plain_.allocate(bytes, s1());
+      l_[slot] = lanes_.allocate(bytes, stream);
+      p_[slot] = plain_.allocate(bytes, stream);
     });
   }
   /// Frees what `slot` holds (on the calling thread, or on `w`).
@@ -364,6 +364,142 @@ TEST_P(lane_stats, ThreadsCyclingTheLastBlocksOfSegmentsKeepPeaksConsistent) {
   }
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
+}
+
+stream_t nth_stream(std::size_t i) {
+  return reinterpret_cast<stream_t>(std::uintptr_t{4096} + 64 * i);
+}
+
+TEST_P(lane_stats, PeaksOfManyStreamsAndLanesAreADrainsWithNoStatsReadBetween) {
+  // 120 streams, each with blocks in two threads' lanes (one segment's last blocks among
+  // them), then rounds in which one stream raises every peak (a new segment, more allocated
+  // and inactive-split bytes than ever) while the others' lanes keep their blocks and slack.
+  // No stats read comes between the rounds' calls (a read settles every lane's marks), so a
+  // peak can only be exact if each crossing settles what it needs: the peaks must equal those
+  // of the same calls without lanes after every round.
+  twin t(GetParam());
+  worker w1, w2;
+  constexpr std::size_t streams = 120;
+  for (std::size_t i = 0; i < streams; ++i) {
+    t.alloc(3 * i, 64 * KiB, &w1, nth_stream(i));
+    t.alloc(3 * i + 1, 64 * KiB, &w2, nth_stream(i));
+    t.alloc(3 * i + 2, 128 * KiB, &w1, nth_stream(i));
+    t.free(3 * i, &w1);      // into w1's lane
+    t.free(3 * i + 1, &w2);  // into w2's lane
+  }
+  t.check("every stream has lane blocks");
+  std::size_t slot = 3 * streams;
+  for (std::size_t round = 0; round < 6; ++round) {
+    const stream_t grower = nth_stream(round % 3);
+    // The others' last blocks go to the lanes: their segments are then held whole by lanes.
+    for (std::size_t i = 3; i < streams; i += 7) {
+      if (round % 2 == 0) {
+        t.free(3 * i + 2, i % 2 == 0 ? &w1 : &w2);
+      } else {
+        t.alloc(3 * i + 2, 128 * KiB, i % 2 == 0 ? &w1 : &w2, nth_stream(i));
+      }
+    }
+    for (std::size_t k = 0; k <= round; ++k)
+      t.alloc(slot++, (1 + round) * 3 * MiB, nullptr, grower);
+    t.alloc(slot++, 96 * KiB, &w2, grower);  // a small one too: inactive-split bytes rise
+    t.check("round " + std::to_string(round));
+  }
+  t.reset_peaks();
+  t.check("peaks reset");
+}
+
+TEST_P(lane_stats, APeakOnOneStreamSettlesTheMarksOfAnotherStreamsLanes) {
+  // Stream b's segment ends up with its last live blocks in two threads' lanes, the last put
+  // fitting under room its lane borrowed (so nothing settled b's marks: its inactive-split
+  // count is the segment's 2 MiB above a drain's). Then stream a raises the inactive-split
+  // peak: the peak must be the drain's, as without lanes, not the overcount.
+  twin t(GetParam(), "thread_cache:16,thread_cache_max_size:512KiB");
+  worker w1, w2;
+  const stream_t b = nth_stream(1), a = nth_stream(2);
+  t.alloc(0, 448 * KiB, &w1, b);  // p, q, r: one small segment, too full for the next
+  t.alloc(1, 448 * KiB, &w1, b);
+  t.alloc(2, 448 * KiB, &w2, b);
+  t.alloc(3, 768 * KiB, nullptr, b);  // (no lane takes it) another small segment
+  t.free(2, &w2);                     // r into w2's lane (a crossing: b's marks settled, none)
+  t.free(3);                          // b's stream gains room in the small class
+  t.free(1, &w1);                     // q into w1's lane, which borrows room for two
+  t.free(0, &w1);                     // p: fits; the segment's live blocks all lie in lanes
+  t.alloc(4, 2 * MiB, nullptr, a);    // a large segment: a new inactive-split peak
+  t.check("a's peak");
+}
+
+TEST(lane_peaks, APeakRaisedWhileOtherThreadsLanesHoldSlackIsExact) {
+  // Four threads free into their lanes on 64 streams (the lanes then hold slack under the
+  // peaks); the main thread then raises allocated bytes to a new peak on a stream of its own.
+  // The peak is exactly the largest total: the lanes' slack is taken back, not counted twice.
+  allocator a(config::parse("backend:simulated,capacity:4GiB"));
+  std::vector<std::unique_ptr<worker>> ws;
+  for (int i = 0; i < 4; ++i) ws.push_back(std::make_unique<worker>());
+  std::vector<void*> blocks(64 * 4);
+  for (std::size_t s = 0; s < 64; ++s) {
+    for (std::size_t k = 0; k < 4; ++k) {
+      ws[k]->run([&, s, k] { blocks[4 * s + k] = a.allocate(256 * KiB, nth_stream(s)); });
+    }
+  }
+  const std::uint64_t top = 64 * 4 * 256 * KiB;  // every block live at once
+  EXPECT_EQ(a.stats().allocated_bytes.all.peak, top);
+  for (std::size_t s = 0; s < 64; ++s) {
+    for (std::size_t k = 0; k < 4; ++k) ws[k]->run([&, s, k] { a.deallocate(blocks[4 * s + k]); });
+  }
+  std::vector<void*> mine;
+  std::uint64_t live = 0;
+  for (int i = 0; i < 40; ++i) {
+    mine.push_back(a.allocate(8 * MiB, nth_stream(500)));
+    live += 8 * MiB;
+  }
+  const memory_stats st = a.stats();
+  EXPECT_EQ(st.allocated_bytes.all.current, live);
+  EXPECT_EQ(st.allocated_bytes.all.peak, std::max(top, live));
+  EXPECT_EQ(st.allocations.all.peak, std::max<std::uint64_t>(64 * 4, 40));
+  expect_stats_match_snapshot(a);
+  for (void* p : mine) a.deallocate(p);
+}
+
+TEST(lane_peaks, ThreadsOnManyStreamsKeepPeaksConsistentWithAReader) {
+  // Eight threads allocate and free on 64 streams (blocks land in every thread's lane of many
+  // states, and segments cross between lanes and streams), raising peaks as they go, while a
+  // concurrent checker reads the stats and resets the peaks (every documented invariant of a
+  // read, and between reads). At the end, the stats match a snapshot and a reset makes every
+  // peak its current value.
+  allocator a(config::parse("backend:simulated,capacity:2GiB"));
+  checker_options co;
+  co.reset_every = 8;
+  co.capacity = 2 * GiB;
+  concurrent_checker watch(a, co);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 8; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<std::pair<void*, stream_t>> keep;
+      for (int i = 0; i < 4000; ++i) {
+        const stream_t s = nth_stream(static_cast<std::size_t>((i * 7 + t * 13) % 64));
+        const std::size_t size = (1 + (i + t) % 5) * 16 * KiB + (i % 11 == 0 ? 3 * MiB : 0);
+        keep.emplace_back(a.allocate(size, s), s);
+        if (keep.size() > 6 || i % 3 == 0) {
+          const std::size_t j = static_cast<std::size_t>(i) % keep.size();
+          a.deallocate(keep[j].first, keep[j].second);
+          keep.erase(keep.begin() + static_cast<std::ptrdiff_t>(j));
+        }
+      }
+      for (auto& [p, s] : keep) a.deallocate(p, s);
+    });
+  }
+  for (auto& t : pool) t.join();
+  watch.stop();
+  EXPECT_TRUE(watch.ok()) << watch.report();
+  expect_stats_match_snapshot(a);
+  a.reset_peak_stats();
+  const memory_stats st = a.stats();
+  EXPECT_EQ(st.allocated_bytes.all.current, 0u);
+  for (const pool_stats* g :
+       {&st.requested_bytes, &st.allocated_bytes, &st.active_bytes, &st.inactive_split_bytes,
+        &st.reserved_bytes, &st.allocations, &st.segments}) {
+    for (const stat* x : {&g->all, &g->small, &g->large}) EXPECT_EQ(x->peak, x->current);
+  }
 }
 
 TEST(lane_marks, AMarkOnAnOlderLaneBlockNeverTakesCumulativeTotalsBack) {
