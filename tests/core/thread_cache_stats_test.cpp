@@ -273,6 +273,18 @@ TEST_P(lane_stats, TwoThreadsLanesHoldASegmentsLastBlocks) {
   t.check("emptied");
 }
 
+/// After the threads: nothing allocated, and a peak reset leaves every peak at its current value.
+void expect_reset_peaks_at_current(allocator& a) {
+  a.reset_peak_stats();
+  const memory_stats st = a.stats();
+  EXPECT_EQ(st.allocated_bytes.all.current, 0u);
+  for (const pool_stats* g :
+       {&st.requested_bytes, &st.allocated_bytes, &st.active_bytes, &st.inactive_split_bytes,
+        &st.reserved_bytes, &st.allocations, &st.segments}) {
+    for (const stat* x : {&g->all, &g->small, &g->large}) EXPECT_EQ(x->peak, x->current);
+  }
+}
+
 /// Reads `a` and checks the read, and it against `last` (the read before, no reset between), as
 /// the concurrent checker does: cumulative totals never go back, peaks are reached by a state.
 void expect_consistent_after(const allocator& a, memory_stats& last, const memory_stats& base,
@@ -354,14 +366,7 @@ TEST_P(lane_stats, ThreadsCyclingTheLastBlocksOfSegmentsKeepPeaksConsistent) {
   done.store(true, std::memory_order_release);
   reader.join();
   expect_stats_match_snapshot(a);
-  a.reset_peak_stats();
-  const memory_stats st = a.stats();
-  EXPECT_EQ(st.allocated_bytes.all.current, 0u);
-  for (const pool_stats* g :
-       {&st.requested_bytes, &st.allocated_bytes, &st.active_bytes, &st.inactive_split_bytes,
-        &st.reserved_bytes, &st.allocations, &st.segments}) {
-    for (const stat* x : {&g->all, &g->small, &g->large}) EXPECT_EQ(x->peak, x->current);
-  }
+  expect_reset_peaks_at_current(a);
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes.all.current, 0u);
 }
@@ -492,14 +497,7 @@ TEST(lane_peaks, ThreadsOnManyStreamsKeepPeaksConsistentWithAReader) {
   watch.stop();
   EXPECT_TRUE(watch.ok()) << watch.report();
   expect_stats_match_snapshot(a);
-  a.reset_peak_stats();
-  const memory_stats st = a.stats();
-  EXPECT_EQ(st.allocated_bytes.all.current, 0u);
-  for (const pool_stats* g :
-       {&st.requested_bytes, &st.allocated_bytes, &st.active_bytes, &st.inactive_split_bytes,
-        &st.reserved_bytes, &st.allocations, &st.segments}) {
-    for (const stat* x : {&g->all, &g->small, &g->large}) EXPECT_EQ(x->peak, x->current);
-  }
+  expect_reset_peaks_at_current(a);
 }
 
 TEST(lane_marks, AMarkOnAnOlderLaneBlockNeverTakesCumulativeTotalsBack) {
