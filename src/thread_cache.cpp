@@ -116,45 +116,42 @@ bool engine::tc_put_forced(tc_lane& l, block* b) {
   return true;
 }
 
-bool engine::tc_drain(stream_state& state) {
-  // `state` and each of its lanes that holds blocks (seized) locked under the stats mutex.
+bool engine::tc_drain(stream_state& ss) {
+  // `ss` and each of its lanes that holds blocks (seized) locked under the stats mutex.
   std::vector<block*> out;
   std::vector<std::pair<const segment*, std::size_t>> last;  // a marked segment, its block size
-  stream_state* ss = &state;
-  {
-    // Marks first (their counts taken back, the owners' segments disowned), then every block,
-    // each marked segment's marked block last: the stream's free of it leaves the segment
-    // whole again as the mark counted, so that cumulative totals never go back.
-    for (tc_lane& l : ss->tcache->lanes) {
-      if (!l.seized) continue;  // (an unused lane holds nothing)
-      for (std::uint32_t i = 0; i < l.count; ++i) {
-        if (segment* seg = l.segs[i]; seg->lane_whole.load(std::memory_order_relaxed)) {
-          seg->whole_lane->stats.remove_whole(seg->pool, seg->whole_size, seg->size);
-          seg->lane_whole.store(false, std::memory_order_relaxed);
-          last.emplace_back(seg, seg->whole_size);
-        }
+  // Marks first (their counts taken back, the owners' segments disowned), then every block,
+  // each marked segment's marked block last: the stream's free of it leaves the segment
+  // whole again as the mark counted, so that cumulative totals never go back.
+  for (tc_lane& l : ss.tcache->lanes) {
+    if (!l.seized) continue;  // (an unused lane holds nothing)
+    for (std::uint32_t i = 0; i < l.count; ++i) {
+      if (segment* seg = l.segs[i]; seg->lane_whole.load(std::memory_order_relaxed)) {
+        seg->whole_lane->stats.remove_whole(seg->pool, seg->whole_size, seg->size);
+        seg->lane_whole.store(false, std::memory_order_relaxed);
+        last.emplace_back(seg, seg->whole_size);
       }
-      while (l.owned_count != 0) l.disown(l.owned[0]);
-      l.drain(out);
     }
-    for (const auto& [seg, size] : last) {
-      const auto it = std::find_if(out.begin(), out.end(), [seg = seg, size = size](block* b) {
-        return b->seg == seg && b->size == size;
-      });
-      if (it != out.end()) std::rotate(it, it + 1, out.end());  // (it is in a lane: found)
-    }
-    for (block* b : out) {
-      map_.erase(b->addr);
-      // The last block of a segment that was not marked (one being mapped or unmapped) leaves
-      // it wholly free: counted through, so that cumulative totals never go back.
-      const segment* seg = b->seg;
-      const auto p = static_cast<std::size_t>(seg->pool);
-      const bool marked =
-          std::any_of(last.begin(), last.end(), [seg](const auto& m) { return m.first == seg; });
-      const std::size_t through = seg->live == 1 && !marked ? b->size : 0;
-      free_block(*ss, b, true);  // unchecked: the lock settles the ceilings after
-      ss->stats.count_through(q_inactive, p, through);
-    }
+    while (l.owned_count != 0) l.disown(l.owned[0]);
+    l.drain(out);
+  }
+  for (const auto& [seg, size] : last) {
+    const auto it = std::find_if(out.begin(), out.end(), [seg = seg, size = size](block* b) {
+      return b->seg == seg && b->size == size;
+    });
+    if (it != out.end()) std::rotate(it, it + 1, out.end());  // (it is in a lane: found)
+  }
+  for (block* b : out) {
+    map_.erase(b->addr);
+    // The last block of a segment that was not marked (one being mapped or unmapped) leaves
+    // it wholly free: counted through, so that cumulative totals never go back.
+    const segment* seg = b->seg;
+    const auto p = static_cast<std::size_t>(seg->pool);
+    const bool marked =
+        std::any_of(last.begin(), last.end(), [seg](const auto& m) { return m.first == seg; });
+    const std::size_t through = seg->live == 1 && !marked ? b->size : 0;
+    free_block(ss, b, true);  // unchecked: the lock settles the ceilings after
+    ss.stats.count_through(q_inactive, p, through);
   }
   return !out.empty();
 }

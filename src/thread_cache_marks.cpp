@@ -39,38 +39,35 @@ void settle_marks(const std::vector<stream_state*>& list, std::vector<tc_held>& 
   for (stream_state* ss : list) settle_state_marks(*ss, v);
 }
 
-void settle_state_marks(stream_state& state, std::vector<tc_held>& v) noexcept {
+void settle_state_marks(stream_state& ss, std::vector<tc_held>& v) noexcept {
   // The state and its lanes locked. A segment qualifies when its lane blocks are all its live
   // blocks, it is not marked yet and no span of it is being mapped or unmapped (whose bytes no
   // count holds). (`v` has room for every lane slot of a stream state: no allocation.)
   const auto by_segment = [](const tc_held& a, const tc_held& b) {
     return std::less<const segment*>()(a.seg, b.seg);
   };
-  stream_state* ss = &state;
-  {
-    if (!ss->tcache) return;
-    v.clear();
-    for (tc_lane& l : ss->tcache->lanes) {
-      if (!l.seized) continue;  // (an unused lane holds nothing)
-      for (std::uint32_t i = 0; i < l.count; ++i) v.push_back(tc_held{l.segs[i], &l, i});
+  if (!ss.tcache) return;
+  v.clear();
+  for (tc_lane& l : ss.tcache->lanes) {
+    if (!l.seized) continue;  // (an unused lane holds nothing)
+    for (std::uint32_t i = 0; i < l.count; ++i) v.push_back(tc_held{l.segs[i], &l, i});
+  }
+  std::sort(v.begin(), v.end(), by_segment);
+  for (auto a = v.begin(); a != v.end();) {
+    segment* seg = a->seg;
+    const auto e = std::find_if(a, v.end(), [seg](const tc_held& h) { return h.seg != seg; });
+    if (static_cast<std::size_t>(e - a) == seg->live && seg->busy == 0 &&
+        !seg->lane_whole.load(std::memory_order_relaxed)) {
+      // One lane holds it whole: that lane owns it from now on (counting its marks on its
+      // hot path). Several: nobody does.
+      tc_lane* owner = seg->lane_owner.load(std::memory_order_relaxed);
+      const bool one = std::all_of(a, e, [l = a->lane](const tc_held& h) { return h.lane == l; });
+      if (owner != nullptr && (!one || owner != a->lane)) owner->disown(seg);
+      if (one && owner != a->lane) a->lane->own(seg);
+      for (auto h = a; h != e; ++h) h->lane->marks[h->slot] = one ? mark_owned : mark_shared;
+      a->lane->mark_whole(seg);
     }
-    std::sort(v.begin(), v.end(), by_segment);
-    for (auto a = v.begin(); a != v.end();) {
-      segment* seg = a->seg;
-      const auto e = std::find_if(a, v.end(), [seg](const tc_held& h) { return h.seg != seg; });
-      if (static_cast<std::size_t>(e - a) == seg->live && seg->busy == 0 &&
-          !seg->lane_whole.load(std::memory_order_relaxed)) {
-        // One lane holds it whole: that lane owns it from now on (counting its marks on its
-        // hot path). Several: nobody does.
-        tc_lane* owner = seg->lane_owner.load(std::memory_order_relaxed);
-        const bool one = std::all_of(a, e, [l = a->lane](const tc_held& h) { return h.lane == l; });
-        if (owner != nullptr && (!one || owner != a->lane)) owner->disown(seg);
-        if (one && owner != a->lane) a->lane->own(seg);
-        for (auto h = a; h != e; ++h) h->lane->marks[h->slot] = one ? mark_owned : mark_shared;
-        a->lane->mark_whole(seg);
-      }
-      a = e;
-    }
+    a = e;
   }
 }
 
