@@ -20,6 +20,10 @@ using detail::iequals;
 using detail::trim;
 using detail::unit_rule;
 
+const char* band_name(band_mode m) noexcept {
+  return m == band_mode::lazy ? "lazy" : m == band_mode::eager ? "eager" : "off";
+}
+
 /// Every key, in to_string's order, then PyTorch's spellings.
 constexpr const char* known_keys[] = {"backend",
                                       "device",
@@ -38,6 +42,7 @@ constexpr const char* known_keys[] = {"backend",
                                       "memory_fraction",
                                       "gc_threshold",
                                       "release_policy",
+                                      "size_bands",
                                       "pressure_threshold",
                                       "roundup_power2_divisions",
                                       "expandable_segments",
@@ -200,6 +205,17 @@ void apply(config& c, std::string_view key, std::string_view v) {
     } else {
       CACHALOT_FAIL(invalid_argument,
                     "config key 'release_policy': '{}' is not one of adaptive, eager", v);
+    }
+  } else if (key == "size_bands") {
+    if (iequals(v, "lazy")) {
+      c.size_bands = band_mode::lazy;
+    } else if (iequals(v, "eager")) {
+      c.size_bands = band_mode::eager;
+    } else if (iequals(v, "off")) {
+      c.size_bands = band_mode::off;
+    } else {
+      CACHALOT_FAIL(invalid_argument,
+                    "config key 'size_bands': '{}' is not one of lazy, eager, off", v);
     }
   } else if (key == "pressure_threshold") {
     c.pressure_threshold = detail::parse_fraction(v, key);
@@ -369,11 +385,11 @@ std::string config::to_string() const {
   }
   const std::string divisions = detail::format_divisions(roundup_power2_divisions);
   s += detail::format(
-      ",gc_threshold:{},release_policy:{},pressure_threshold:{},roundup_power2_divisions:{},"
-      "expandable_segments:{},reserve:{}B,max_cached:{},thread_cache:{},"
-      "thread_cache_max_size:{}B,debug:{},caching:{}",
+      ",gc_threshold:{},release_policy:{},size_bands:{},pressure_threshold:{},"
+      "roundup_power2_divisions:{},expandable_segments:{},reserve:{}B,max_cached:{},"
+      "thread_cache:{},thread_cache_max_size:{}B,debug:{},caching:{}",
       gc_threshold, release_policy == release_mode::eager ? "eager" : "adaptive",
-      pressure_threshold, divisions.empty() ? std::string("0") : divisions,
+      band_name(size_bands), pressure_threshold, divisions.empty() ? std::string("0") : divisions,
       expandable_segments ? 1 : 0, reserve, size_or_none(max_cached), thread_cache,
       thread_cache_max_size, debug ? 1 : 0, caching ? 1 : 0);
   s += ',';
@@ -392,7 +408,8 @@ bool operator==(const config& a, const config& b) noexcept {
          a.large_split_remainder == b.large_split_remainder &&
          a.max_split_size == b.max_split_size && a.memory_limit == b.memory_limit &&
          a.memory_fraction == b.memory_fraction && a.gc_threshold == b.gc_threshold &&
-         a.release_policy == b.release_policy && a.pressure_threshold == b.pressure_threshold &&
+         a.release_policy == b.release_policy && a.size_bands == b.size_bands &&
+         a.pressure_threshold == b.pressure_threshold &&
          a.roundup_power2_divisions == b.roundup_power2_divisions &&
          a.expandable_segments == b.expandable_segments && a.reserve == b.reserve &&
          a.max_cached == b.max_cached && a.thread_cache == b.thread_cache &&

@@ -107,6 +107,10 @@ void validate_limits(const config& c) {
       c.release_policy == release_mode::adaptive || c.release_policy == release_mode::eager,
       invalid_argument, "config key 'release_policy': invalid value {}",
       static_cast<int>(c.release_policy));
+  CACHALOT_EXPECTS(c.size_bands == band_mode::lazy || c.size_bands == band_mode::eager ||
+                       c.size_bands == band_mode::off,
+                   invalid_argument, "config key 'size_bands': invalid value {}",
+                   static_cast<int>(c.size_bands));
   CACHALOT_EXPECTS(c.memory_fraction >= 0.0 && c.memory_fraction <= 1.0, invalid_argument,
                    "config key 'memory_fraction': {} is not in (0, 1]", c.memory_fraction);
   CACHALOT_EXPECTS(c.memory_fraction == 0.0 || c.memory_limit == 0, invalid_argument,

@@ -57,12 +57,13 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   poison_ = debug_ && caching_ && backend_->host_accessible();
   slow_free_ = !caching_ || debug_;
   alloc_hooks_ = tracer_ != nullptr || poison_;
-  if (caching_) {
+  if (caching_ && cfg_.size_bands != band_mode::off) {
     // Size bands: small-pool requests below 1/32 of a small segment, and large-pool requests
-    // below segment_rounding (2 MiB), get segments of their own, so that small long-lived
-    // blocks cannot pin the segments of larger ones (docs/design.md, "Size bands").
+    // below segment_rounding (2 MiB), get segments of their own (lazily: growth_band), so that
+    // small long-lived blocks cannot pin the segments of larger ones (docs/design.md).
     band_split_[0] = cfg_.small_segment_size / 32;
     band_split_[1] = cfg_.segment_rounding;
+    lazy_bands_ = cfg_.size_bands == band_mode::lazy && !cfg_.expandable_segments;
   }
   expandable_ = cfg_.expandable_segments && caching_;
   if (expandable_) {
@@ -79,8 +80,10 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     large_split_remainder_ = 0;
     max_split_size_ = SIZE_MAX;
     // The bands follow the chunk: below 1/32 of a chunk (small pool), below a chunk (large).
-    band_split_[0] = chunk_ / 32;
-    band_split_[1] = chunk_;
+    if (band_split_[0] != 0) {
+      band_split_[0] = chunk_ / 32;
+      band_split_[1] = chunk_;
+    }
   }
   rounding_ =
       std::any_of(cfg_.roundup_power2_divisions.begin(), cfg_.roundup_power2_divisions.end(),

@@ -65,9 +65,9 @@ block* engine::add_segment(stream_state& ss, pool_kind pool, void* base, std::si
   seg->size = size;
   seg->range_size = size;
   seg->pool = pool;
-  seg->band = static_cast<std::uint8_t>(band_of(pool, rounded));
   seg->owner = &ss;
   ceiling_lock all(*this, ss);  // reserved bytes and the segment count may reach new peaks
+  seg->band = static_cast<std::uint8_t>(growth_band(ss, band_of(pool, rounded)));
   block* whole = ss.nodes.acquire(&ss);
   whole->addr = seg->base;
   whole->size = size;

@@ -140,11 +140,13 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
     *no_space = true;
     return nullptr;
   }
-  const std::size_t band = band_of(pool, rounded);
+  const std::size_t wanted = band_of(pool, rounded);
   for (int attempt = 0;; ++attempt) {
     growth_span g;
+    std::size_t band = 0;
     {
       std::lock_guard<spinlock> lock(ss.lock);
+      band = growth_band(ss, wanted);
       g = plan_growth(ss, band, rounded, chunk_, max_split_size_, attempt < 2);
     }
     if (g.seg == nullptr) {

@@ -42,6 +42,14 @@ enum class release_mode : std::uint8_t {
   eager,     ///< always tight: max_split_size and gc_threshold apply at every growth
 };
 
+/// How small requests get segments apart from larger ones (config key `size_bands`;
+/// docs/design.md, "Size bands").
+enum class band_mode : std::uint8_t {
+  lazy,   ///< a pool's first segment on a stream is shared; a band gets its own when it must grow
+  eager,  ///< small requests always get segments of their own
+  off,    ///< no bands: every request of a pool shares its segments (PyTorch's layout)
+};
+
 /// Every tunable of an allocator. Defaults follow the well-known PyTorch layout: 512 B
 /// granularity, a small pool of 2 MiB segments for requests up to 1 MiB, 20 MiB segments for
 /// requests under 10 MiB, and larger requests in segments rounded up to 2 MiB.
@@ -110,6 +118,15 @@ struct config {
   /// every growth. Either way a growth the device or the limit refuses releases cached memory
   /// and retries.
   release_mode release_policy = release_mode::adaptive;
+  /// key `size_bands`: small-pool requests under 1/32 of a small segment (64 KiB) and large-pool
+  /// requests under `segment_rounding` (2 MiB) form a lower band of their pool, kept in segments
+  /// apart so that small long-lived blocks cannot pin the segments of larger ones. `lazy` (the
+  /// default): a lower band is served by its pool's segments until it must grow while its pool
+  /// already has a segment on that stream; then (and while it has any) it has segments of its
+  /// own. With expandable segments `lazy` opens the bands at once, as `eager` does (a band's
+  /// range reserves only address space). `eager`: a lower band always has segments of its own
+  /// (one more fixed segment per pool and stream at least). `off`: no bands (PyTorch's layout).
+  band_mode size_bands = band_mode::lazy;
   /// key `pressure_threshold`: with `release_policy:adaptive`, the fraction of the memory limit
   /// (or of the device) in-use bytes must have exceeded for the policy to turn tight, in (0, 1];
   /// 1 keeps it relaxed unless in-use bytes exceed the whole limit (never).

@@ -168,10 +168,17 @@ class engine {
   }
 
   /// The free index (band) of a request: the lower band of a pool holds requests below
-  /// band_split_ (expandable segments only; 0 otherwise, every request in the upper band).
+  /// band_split_ (0 without caching: every request in the upper band).
   std::size_t band_of(pool_kind pool, std::size_t rounded) const noexcept {
     const auto p = static_cast<std::size_t>(pool);
     return 2 * p + (rounded >= band_split_[p] ? 1 : 0);
+  }
+  /// Under ss.lock: the band of a segment made for a request of `band`. With
+  /// `size_bands:lazy` a pool's first segment on a stream is an upper-band one, shared by both
+  /// bands: a lower band gets segments of its own only once its pool has one and none of its
+  /// free blocks fits (docs/design.md, "Size bands").
+  std::size_t growth_band(const stream_state& ss, std::size_t band) const noexcept {
+    return lazy_bands_ && band % 2 == 0 && ss.kind_segments(band / 2) == 0 ? band + 1 : band;
   }
 
   /// The state an allocation on `stream` uses: the routed pool's (default pool if none).
@@ -200,6 +207,9 @@ class engine {
   /// with `forced`, which applies the stats unchecked.
   block* take_cached(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
                      bool forced, bool* over_ceiling);
+  /// Under ss.lock, no block of `band` fits: a block of another index that may serve the
+  /// request (a lower band with no segment: the upper band's; relaxed: an oversize block).
+  block* take_elsewhere(stream_state& ss, std::size_t band, std::size_t rounded, bool oversize);
   /// Under ss.lock: hands out free block `b` (still in the free structures) for `rounded`
   /// bytes, splitting off the remainder when worth keeping; see take_cached for the rest.
   block* claim(stream_state& ss, block* b, pool_kind pool, std::size_t rounded,
@@ -385,6 +395,7 @@ class engine {
   std::size_t chunk_ = 0;                        ///< expandable segments: bytes per mapped chunk
   std::size_t range_bytes_ = 0;                  ///< expandable segments: address space per segment
   std::size_t band_split_[pool_count] = {0, 0};  ///< see band_of
+  bool lazy_bands_ = false;                      ///< size_bands:lazy (growth_band)
   // Checked mode (config.debug), poison_: its use-after-free checks on host-accessible memory.
   bool debug_;
   bool poison_;

@@ -41,15 +41,29 @@ inline block* engine::take_cached(stream_state& ss, pool_kind pool, std::size_t 
   const std::size_t band = band_of(pool, rounded);
   block* b = oversize ? find_oversize(ss, rounded) : ss.index[band].find(rounded);
   if (b == nullptr) [[unlikely]] {
-    // Without the oversize rule (a relaxed release policy) an oversize block of the band may
-    // be split for a smaller request: the index of blocks above max_split_size is the rest of
-    // the band's index.
-    if (oversize || band != stream_state::band_count - 1 || ss.oversize.count() == 0)
-      return nullptr;
-    b = ss.oversize.find(rounded);
-    if (b == nullptr || b->size >= policy_->split_limit()) return nullptr;
+    b = take_elsewhere(ss, band, rounded, oversize);
+    if (b == nullptr) return nullptr;
+    return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
   }
   return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
+}
+
+inline block* engine::take_elsewhere(stream_state& ss, std::size_t band, std::size_t rounded,
+                                     bool oversize) {
+  if (oversize) return nullptr;
+  // size_bands:lazy: a lower band with no segment of its own is served by the upper band's
+  // (growth_band).
+  if (band % 2 == 0) {
+    if (!lazy_bands_ || ss.band_segments[band] != 0) return nullptr;
+    ++band;
+    if (block* b = ss.index[band].find(rounded)) return b;
+  }
+  // Without the oversize rule (a relaxed release policy) an oversize block of the band may
+  // be split for a smaller request: the index of blocks above max_split_size is the rest of
+  // the top band's index.
+  if (band != stream_state::band_count - 1 || ss.oversize.count() == 0) return nullptr;
+  block* b = ss.oversize.find(rounded);
+  return b == nullptr || b->size >= policy_->split_limit() ? nullptr : b;
 }
 
 inline block* engine::claim(stream_state& ss, block* b, pool_kind pool, std::size_t rounded,

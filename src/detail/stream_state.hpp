@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "detail/free_index.hpp"
@@ -42,14 +43,22 @@ struct stream_state : stats_holder {
   /// In the engine's list of states a release visits for spans (it has expandable segments).
   bool release_listed = false;
   std::size_t ranges = 0;  ///< expandable segments linked
-  block_pool nodes;        ///< recycled block nodes
+  /// Segments linked per band (engine::band_of). With `size_bands:lazy` a lower band with none
+  /// is served by its pool's upper band (engine::take_elsewhere, engine::growth_band).
+  std::uint32_t band_segments[band_count] = {};
+  block_pool nodes;  ///< recycled block nodes
   /// Thread cache (detail/thread_cache.hpp): default-pool states only, when configured. Set
   /// before the state is published (registry_mutex_ exclusive); its lanes have their own locks.
   std::unique_ptr<thread_cache> tcache;
 
+  /// Segments linked of pool kind `p` (both bands).
+  std::uint32_t kind_segments(std::size_t p) const noexcept {
+    return band_segments[2 * p] + band_segments[2 * p + 1];
+  }
   /// Links a new segment into the list.
   void link(segment* s) noexcept {
     if (s->expandable()) ++ranges;
+    ++band_segments[s->band];
     s->prev = nullptr;
     s->next = segments;
     if (segments != nullptr) segments->prev = s;
@@ -58,6 +67,7 @@ struct stream_state : stats_holder {
   /// Unlinks a segment from the list.
   void unlink(segment* s) noexcept {
     if (s->expandable()) --ranges;
+    --band_segments[s->band];
     if (s->prev != nullptr) {
       s->prev->next = s->next;
     } else {

@@ -289,6 +289,26 @@ TEST(config, MemoryLimitAsPercentOrFraction) {
   EXPECT_NE(error_of("memory_fraction:abc").find("abc"), std::string::npos);
 }
 
+TEST(config, SizeBandsTakeThreeModes) {
+  EXPECT_EQ(config{}.size_bands, band_mode::lazy);
+  EXPECT_EQ(config::parse("size_bands:eager").size_bands, band_mode::eager);
+  EXPECT_EQ(config::parse("size_bands:OFF").size_bands, band_mode::off);
+  EXPECT_EQ(config::parse("size_bands:lazy").size_bands, band_mode::lazy);
+  const std::string e = error_of("size_bands:some");
+  EXPECT_NE(e.find("config key 'size_bands': 'some' is not one of lazy, eager, off"),
+            std::string::npos)
+      << e;
+  for (const char* m : {"size_bands:eager", "size_bands:off", "size_bands:lazy"}) {
+    const config c = config::parse(m);
+    EXPECT_EQ(config::parse(c.to_string()), c) << c.to_string();
+  }
+  config b;
+  b.size_bands = band_mode::off;
+  EXPECT_NE(config{}, b);
+  b.size_bands = static_cast<band_mode>(7);
+  EXPECT_THROW(b.validate(), invalid_argument);
+}
+
 TEST(config, ErrorsNameTheKeyOrValue) {
   EXPECT_NE(error_of("bogus:1").find("unknown key 'bogus'"), std::string::npos);
   EXPECT_NE(error_of("device:1,").find("stray comma"), std::string::npos);

@@ -37,15 +37,6 @@ config expandable_config(const std::string& extra = "") {
                        (extra.empty() ? "" : "," + extra));
 }
 
-/// The segment holding `p` in a snapshot.
-const segment_info* segment_of(const memory_snapshot& snap, const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  for (const segment_info& s : snap.segments) {
-    if (a >= s.address && a < s.address + s.range_size) return &s;
-  }
-  return nullptr;
-}
-
 /// The snapshot block starting at `addr`, or nullptr.
 const block_info* block_at(const segment_info& seg, std::uintptr_t addr) {
   for (const block_info& b : seg.blocks) {
@@ -161,7 +152,9 @@ TEST(expandable, GrowthExtendsAFreeBlockNextToUnmappedSpace) {
 
 TEST(expandable, SmallRequestsGrowTheirOwnSegments) {
   // Size bands: a tiny block never shares a chunk with a larger one, so that a long-lived tiny
-  // block cannot keep the chunk of a freed larger one mapped.
+  // block cannot keep the chunk of a freed larger one mapped. With expandable segments the
+  // default size_bands:lazy opens the bands at once (as eager does): a band's own range
+  // reserves only address space, and its chunks are mapped as it needs them.
   auto dev = make_device(1 * GiB);
   allocator a(expandable_config(), dev);
   void* tiny = a.allocate(4 * KiB);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -93,16 +94,19 @@ TEST(size_policy, CustomSizeClasses) {
   EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB);
   void* t = a->allocate(5 * MiB + 1);  // >= mid_size: its own segment, rounded to 1 MiB
   EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB + 6 * MiB);
-  void* u = a->allocate(65 * KiB);  // large pool, below segment_rounding: a band of its own
+  // Large pool, below segment_rounding: the lower band. No free block of the pool fits (r took
+  // the rest of the first segment, less than large_split_min) and the pool has segments: the
+  // band gets one of its own (size_bands:lazy).
+  void* u = a->allocate(65 * KiB);
   EXPECT_EQ(a->stats().reserved_bytes.large.current, 8 * MiB + 6 * MiB + 8 * MiB);
   for (void* x : {p, q, r, t, u}) a->deallocate(x);
   expect_stats_match_snapshot(*a);
 }
 
 TEST(size_policy, SmallRequestsKeepToTheirOwnSegmentsInEachPool) {
-  // Size bands: below 64 KiB (small pool) and below 2 MiB (large pool), requests take segments
-  // of their own, so that a long-lived small block never pins a segment of larger ones.
-  auto a = make("caching:1");
+  // Size bands, eager: below 64 KiB (small pool) and below 2 MiB (large pool), requests take
+  // segments of their own, so that a long-lived small block never pins a segment of larger ones.
+  auto a = make("caching:1,size_bands:eager");
   void* tiny = a->allocate(4 * KiB);
   void* small = a->allocate(512 * KiB);
   void* sub = a->allocate(MiB + 512 * KiB);
@@ -117,6 +121,67 @@ TEST(size_policy, SmallRequestsKeepToTheirOwnSegmentsInEachPool) {
   a->deallocate(tiny);
   a->deallocate(sub);
   expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, LazyBandsShareAPoolsFirstSegment) {
+  // size_bands:lazy (the default): a pool's first segment serves both bands, as PyTorch's one
+  // segment would; a lower band gets a segment of its own only when it must grow while its pool
+  // has one, and then keeps to its own segments while it has any.
+  auto a = make("caching:1");
+  void* tiny = a->allocate(4 * KiB);
+  void* small = a->allocate(512 * KiB);
+  void* sub = a->allocate(MiB + 512 * KiB);
+  void* mid = a->allocate(3 * MiB);
+  EXPECT_EQ(a->stats().segments.small.current, 1u);
+  EXPECT_EQ(a->stats().segments.large.current, 1u);
+  EXPECT_EQ(a->stats().num_segment_allocs, 2u);
+  // Fill the small segment: 4 KiB + 512 KiB + 510 KiB + 510 KiB + 512 KiB = 2 MiB.
+  std::vector<void*> fill;
+  for (const std::size_t kib : {510, 510, 512}) fill.push_back(a->allocate(kib * KiB));
+  EXPECT_EQ(a->stats().segments.small.current, 1u);
+  EXPECT_EQ(a->stats().allocated_bytes.small.current, 2 * MiB);
+  // A tiny request now needs a growth while its pool has a segment: the lower band opens.
+  void* tiny2 = a->allocate(4 * KiB);
+  EXPECT_EQ(a->stats().segments.small.current, 2u);
+  // Its band keeps to its own segment from now on, though the first one has room again.
+  a->deallocate(small);
+  void* tiny3 = a->allocate(4 * KiB);
+  EXPECT_EQ(a->stats().segments.small.current, 2u);
+  EXPECT_TRUE(same_segment(a->snapshot(), tiny3, tiny2));
+  EXPECT_FALSE(same_segment(a->snapshot(), tiny3, tiny));
+  // ... and the upper band to its own: a 512 KiB request takes the room the freed one left.
+  void* again = a->allocate(512 * KiB);
+  EXPECT_TRUE(same_segment(a->snapshot(), again, tiny));
+  // Once the lower band's segment is gone, the first segment serves it again.
+  a->deallocate(tiny2);
+  a->deallocate(tiny3);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().segments.small.current, 1u);
+  a->deallocate(again);
+  a->empty_cache();  // (the freed block back in its segment, not in a thread's cache)
+  void* tiny4 = a->allocate(4 * KiB);
+  EXPECT_EQ(a->stats().segments.small.current, 1u);
+  EXPECT_TRUE(same_segment(a->snapshot(), tiny4, tiny));
+  for (void* x : fill) a->deallocate(x);
+  for (void* x : {tiny, tiny4, sub, mid}) a->deallocate(x);
+  EXPECT_EQ(a->stats().allocated_bytes.all.current, 0u);
+  expect_stats_match_snapshot(*a);
+}
+
+TEST(size_policy, BandsOffShareEverySegment) {
+  // size_bands:off: PyTorch's layout, every request of a pool in the same segments.
+  for (const char* bands : {"off", "eager"}) {
+    auto a = make(std::string("caching:1,size_bands:") + bands);
+    std::vector<void*> mids;
+    for (int i = 0; i < 3; ++i) mids.push_back(a->allocate(680 * KiB));  // 2040 KiB of 2 MiB
+    void* tiny = a->allocate(4 * KiB);                                   // fits in the rest
+    const bool off = std::string(bands) == "off";
+    EXPECT_EQ(a->stats().segments.small.current, off ? 1u : 2u) << bands;
+    EXPECT_EQ(same_segment(a->snapshot(), tiny, mids[0]), off) << bands;
+    for (void* x : mids) a->deallocate(x);
+    a->deallocate(tiny);
+    expect_stats_match_snapshot(*a);
+  }
 }
 
 TEST(size_policy, CumulativeCountersAddUp) {

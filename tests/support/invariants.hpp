@@ -30,6 +30,21 @@ struct snapshot_sums {
 };
 
 /// True if a segment holds an allocated or pending block (its free bytes are inactive-split).
+/// The segment holding `p` in a snapshot, or nullptr.
+inline const segment_info* segment_of(const memory_snapshot& snap, const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (const segment_info& s : snap.segments) {
+    if (a >= s.address && a < s.address + s.range_size) return &s;
+  }
+  return nullptr;
+}
+
+/// True if `p` and `q` lie in one segment of `snap`.
+inline bool same_segment(const memory_snapshot& snap, const void* p, const void* q) {
+  const segment_info* s = segment_of(snap, p);
+  return s != nullptr && s == segment_of(snap, q);
+}
+
 inline bool holds_live_block(const segment_info& seg) {
   return std::any_of(seg.blocks.begin(), seg.blocks.end(), [](const block_info& b) {
     return b.state == block_state::allocated || b.state == block_state::pending;

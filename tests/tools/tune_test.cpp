@@ -262,6 +262,18 @@ TEST(Tune, RecommendedConfKeepsTheUsersOtherKeys) {
   EXPECT_FALSE(tunable(config::parse("large_segment:64MiB,max_split_size:128MiB")));
 }
 
+TEST(Tune, SearchesSizeBands) {
+  tune_setting s;
+  s.bands = band_mode::eager;
+  EXPECT_EQ(setting_string(s), "size_bands:eager");
+  EXPECT_TRUE(apply_setting(config{}, s) == config::parse("size_bands:eager"));
+  EXPECT_EQ(setting_of(config::parse("size_bands:off")).bands, band_mode::off);
+  // The tuned keys the user gave are replaced by the recommendation, not kept beside it.
+  EXPECT_EQ(recommended_conf("size_bands:off,release_policy:eager,debug:1", tune_setting{}),
+            "debug:1");
+  EXPECT_EQ(recommended_conf("size_bands:off", s), "size_bands:eager");
+}
+
 TEST(Tune, EveryCandidateValidatesOrIsSkipped) {
   // large-mid has a 32 MiB large segment: max_split_size 32 MiB is refused with it.
   tune_setting s;

@@ -67,6 +67,8 @@ std::vector<tune_setting> neighbours(const tune_setting& s) {
   if (!s.expandable) vary(&tune_setting::max_split_size, split_values);  // ignored when expandable
   vary(&tune_setting::gc_threshold, gc_values);
   vary(&tune_setting::eager, std::vector<bool>{false, true});
+  vary(&tune_setting::bands,
+       std::vector<band_mode>{band_mode::lazy, band_mode::eager, band_mode::off});
   vary(&tune_setting::divisions, division_values);
   std::vector<std::size_t> families(tune_segment_families().size());
   for (std::size_t i = 0; i < families.size(); ++i) families[i] = i;
@@ -224,6 +226,7 @@ tune_setting setting_of(const config& cfg) {
   s.max_split_size = cfg.max_split_size;
   s.gc_threshold = cfg.gc_threshold;
   s.eager = cfg.release_policy == release_mode::eager;
+  s.bands = cfg.size_bands;
   s.divisions = cfg.roundup_power2_divisions[0];
   const auto& f = tune_segment_families();
   for (std::size_t i = 0; i < f.size(); ++i) {
@@ -241,6 +244,7 @@ config apply_setting(const config& base, const tune_setting& s) {
   c.max_split_size = s.max_split_size;
   c.gc_threshold = s.gc_threshold;
   c.release_policy = s.eager ? release_mode::eager : release_mode::adaptive;
+  c.size_bands = s.bands;
   c.roundup_power2_divisions.fill(s.divisions);
   const tune_segment_family& f = tune_segment_families().at(s.segments);
   c.small_size = f.small_size;
@@ -264,6 +268,11 @@ std::string setting_string(const tune_setting& s) {
   }
   if (s.eager != d.eager)
     items.push_back(s.eager ? "release_policy:eager" : "release_policy:adaptive");
+  if (s.bands != d.bands) {
+    items.push_back(s.bands == band_mode::eager ? "size_bands:eager"
+                    : s.bands == band_mode::off ? "size_bands:off"
+                                                : "size_bands:lazy");
+  }
   if (s.divisions != d.divisions)
     items.push_back(fmt::format("roundup_power2_divisions:{}", s.divisions));
   if (s.segments != d.segments) {

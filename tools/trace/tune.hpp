@@ -49,6 +49,7 @@ struct tune_setting {
   bool eager = false;                     ///< release_policy:eager (else adaptive)
   std::uint32_t divisions = 0;            ///< roundup_power2_divisions, every interval
   std::size_t segments = 0;               ///< index into tune_segment_families()
+  band_mode bands = band_mode::lazy;      ///< size_bands
 
   bool operator==(const tune_setting&) const = default;
 };

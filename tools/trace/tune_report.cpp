@@ -75,6 +75,8 @@ bool dropped_key(const std::string& k) {
                                      "small_segment",
                                      "mid_size",
                                      "large_segment",
+                                     "release_policy",
+                                     "size_bands",
                                      "roundup_power2_divisions"};
   return k.empty() || std::find(std::begin(keys), std::end(keys), k) != std::end(keys);
 }
