@@ -6,12 +6,14 @@ allocator on the same traces, from one command.
       --pytorch-replay PT_BUILD/tools/pytorch_peer/cachalot-pytorch-replay [--capacity 80GiB]
 
 Every snapshot (*.pickle) is converted with cachalot.convert (the live set when its window began
-reconstructed), then replayed by five allocators, each trace the same for all: cachalot with its
-defaults (fixed segments), with expandable_segments:1, and with the CACHALOT_CONF that
+reconstructed), then replayed by six allocators, each trace the same for all: cachalot with its
+defaults (fixed segments), with expandable_segments:1, with expandable segments mapping 20 MiB
+chunks in the large pool (large_chunk:20MiB, PyTorch's page), and with the CACHALOT_CONF that
 `cachalot-replay --tune` recommends at the GPU's size; PyTorch's caching allocator (built from its
 source, tools/pytorch_peer) with expandable segments off and on. For each: the smallest device
 without an out-of-memory error (bisected to 2 MiB, one process per probe), and at the GPU's size
-the peak reserved, device calls (segment allocations and frees, chunk maps and unmaps), syncs
+the peak reserved, device calls (segment allocations and frees, an expandable segment's address
+range counting as one for both allocators, chunk maps and unmaps), syncs
 (explicit, plus the one each segment free implies) and the modeled device time (cachalot's cost
 model pricing each allocator's own calls). Then the checks: PyTorch's replay ends with the
 snapshot's allocated bytes (the reconstruction is complete), and on a cold-start snapshot it
@@ -43,8 +45,9 @@ from cachalot import _replaytools as rt  # noqa: E402
 from cachalot.convert import convert, load_snapshot  # noqa: E402
 from cachalot.report import format_bytes, parse_size  # noqa: E402
 
-ALLOCATORS = ("cachalot fixed", "cachalot expandable", "cachalot recommended", "PyTorch",
-              "PyTorch expandable")
+ALLOCATORS = ("cachalot fixed", "cachalot expandable", "cachalot expandable 20MiB",
+              "cachalot recommended", "PyTorch", "PyTorch expandable")
+EXPANDABLE_20MIB = "expandable_segments:1,large_chunk:20MiB"  # PyTorch's page for the large pool
 
 
 def snapshot_paths(source, work):
@@ -93,13 +96,17 @@ def run_snapshot(path, args, work):
                                       cost_model)
     out["recommended"] = rec = rt.recommended_conf(args.replay, trace, cap)
     for name, cfg in (("cachalot fixed", ""), ("cachalot expandable", "expandable_segments:1"),
+                      ("cachalot expandable 20MiB", EXPANDABLE_20MIB),
                       ("cachalot recommended", rec)):
         at_gpu = fixed if not cfg else rt.cachalot_run(args.replay, trace, cap, cfg)
         out["rows"][name] = measure(
             name, lambda c, cfg=cfg: rt.cachalot_run(args.replay, trace, c, cfg).complete, at_gpu,
             out["peak"])
-    if saved is not None:
-        out["rows"].update(saved)
+    if saved is not None:  # (calls counted from the saved replay's JSON, as a new replay would)
+        for name, row in saved.items():
+            f = rt.Figures(row["doc"], "pytorch") if "calls" in row.get("doc", {}) else None
+            out["rows"][name] = row if f is None else dict(row, device_calls=f.device_calls,
+                                                           syncs=f.syncs)
     elif args.pytorch_replay:
         out["rows"].update(measure_pytorch(out["snapshot"], trace, out["peak"], cost_model, args))
     return out
@@ -142,10 +149,13 @@ def table(results, title, key, fmt, cap):
 COMPARISONS = (("fixed vs PyTorch", ("cachalot fixed",), ("PyTorch",)),
                ("expandable vs PyTorch expandable", ("cachalot expandable",),
                 ("PyTorch expandable",)),
+               ("expandable 20MiB vs PyTorch expandable", ("cachalot expandable 20MiB",),
+                ("PyTorch expandable",)),
                ("recommended vs PyTorch's better", ("cachalot recommended",),
                 ("PyTorch", "PyTorch expandable")),
                ("best of cachalot's settings vs PyTorch's best",
-                ("cachalot fixed", "cachalot expandable", "cachalot recommended"),
+                ("cachalot fixed", "cachalot expandable", "cachalot expandable 20MiB",
+                 "cachalot recommended"),
                 ("PyTorch", "PyTorch expandable")))
 
 

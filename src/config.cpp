@@ -46,6 +46,7 @@ constexpr const char* known_keys[] = {"backend",
                                       "pressure_threshold",
                                       "roundup_power2_divisions",
                                       "expandable_segments",
+                                      "large_chunk",
                                       "reserve",
                                       "max_cached",
                                       "thread_cache",
@@ -223,6 +224,11 @@ void apply(config& c, std::string_view key, std::string_view v) {
     c.roundup_power2_divisions = detail::parse_divisions(v, key);
   } else if (key == "expandable_segments") {
     c.expandable_segments = detail::parse_bool(v, key);
+  } else if (key == "large_chunk") {
+    c.large_chunk =
+        iequals(v, "granule") ? 0 : detail::parse_size_value(v, key, unit_rule::required);
+    CACHALOT_EXPECTS(c.large_chunk != 0 || iequals(v, "granule"), invalid_argument,
+                     "config key 'large_chunk': must not be 0 (say 'granule' for one granule)");
   } else if (key == "reserve") {
     c.reserve = detail::parse_size_value(v, key, unit_rule::required);
   } else if (key == "max_cached") {
@@ -386,12 +392,14 @@ std::string config::to_string() const {
   const std::string divisions = detail::format_divisions(roundup_power2_divisions);
   s += detail::format(
       ",gc_threshold:{},release_policy:{},size_bands:{},pressure_threshold:{},"
-      "roundup_power2_divisions:{},expandable_segments:{},reserve:{}B,max_cached:{},"
+      "roundup_power2_divisions:{},expandable_segments:{},large_chunk:{},reserve:{}B,max_cached:{},"
       "thread_cache:{},thread_cache_max_size:{}B,debug:{},caching:{}",
       gc_threshold, release_policy == release_mode::eager ? "eager" : "adaptive",
       band_name(size_bands), pressure_threshold, divisions.empty() ? std::string("0") : divisions,
-      expandable_segments ? 1 : 0, reserve, size_or_none(max_cached), thread_cache,
-      thread_cache_max_size, debug ? 1 : 0, caching ? 1 : 0);
+      expandable_segments ? 1 : 0,
+      large_chunk == 0 ? std::string("granule") : detail::format("{}B", large_chunk), reserve,
+      size_or_none(max_cached), thread_cache, thread_cache_max_size, debug ? 1 : 0,
+      caching ? 1 : 0);
   s += ',';
   s += cost.to_string();  // (appended apart: GCC 12's -Wrestrict misreads "," + string at -O3)
   if (!trace_file.empty()) s += ",trace_file:" + trace_file;
@@ -411,10 +419,11 @@ bool operator==(const config& a, const config& b) noexcept {
          a.release_policy == b.release_policy && a.size_bands == b.size_bands &&
          a.pressure_threshold == b.pressure_threshold &&
          a.roundup_power2_divisions == b.roundup_power2_divisions &&
-         a.expandable_segments == b.expandable_segments && a.reserve == b.reserve &&
-         a.max_cached == b.max_cached && a.thread_cache == b.thread_cache &&
-         a.thread_cache_max_size == b.thread_cache_max_size && a.trace_file == b.trace_file &&
-         a.debug == b.debug && a.caching == b.caching && a.cost == b.cost;
+         a.expandable_segments == b.expandable_segments && a.large_chunk == b.large_chunk &&
+         a.reserve == b.reserve && a.max_cached == b.max_cached &&
+         a.thread_cache == b.thread_cache && a.thread_cache_max_size == b.thread_cache_max_size &&
+         a.trace_file == b.trace_file && a.debug == b.debug && a.caching == b.caching &&
+         a.cost == b.cost;
 }
 
 bool operator!=(const config& a, const config& b) noexcept {

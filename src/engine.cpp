@@ -63,7 +63,7 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     // small long-lived blocks cannot pin the segments of larger ones (docs/design.md).
     band_split_[0] = cfg_.small_segment_size / 32;
     band_split_[1] = cfg_.segment_rounding;
-    lazy_bands_ = cfg_.size_bands == band_mode::lazy && !cfg_.expandable_segments;
+    lazy_bands_ = cfg_.size_bands == band_mode::lazy;
   }
   expandable_ = cfg_.expandable_segments && caching_;
   if (expandable_) {
@@ -72,6 +72,11 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
                      "virtual memory support; remove the key to use fixed segments",
                      backend_->name(), backend_->device());
     chunk_ = backend_->vm_granularity();
+    large_chunk_ = cfg_.large_chunk == 0 ? chunk_ : cfg_.large_chunk;
+    CACHALOT_EXPECTS(large_chunk_ % chunk_ == 0, invalid_argument,
+                     "config key 'large_chunk': {} B is not a multiple of the {} backend's "
+                     "virtual-memory granularity ({} B) on device {}",
+                     large_chunk_, backend_->name(), chunk_, backend_->device());
     const std::size_t span = memory_limit_ != 0 ? memory_limit_ : device_total_;
     range_bytes_ = (span + chunk_ - 1) / chunk_ * chunk_;
     // A remainder left unsplit would stay mapped inside the allocation; split off, it is free
@@ -80,10 +85,12 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     large_split_remainder_ = 0;
     max_split_size_ = SIZE_MAX;
     // The bands follow the chunk: below 1/32 of a chunk (small pool), below a chunk (large).
+    // Lazy bands open at once where a band's range costs only address space and granules.
     if (band_split_[0] != 0) {
       band_split_[0] = chunk_ / 32;
       band_split_[1] = chunk_;
     }
+    if (large_chunk_ == chunk_) lazy_bands_ = false;
   }
   rounding_ =
       std::any_of(cfg_.roundup_power2_divisions.begin(), cfg_.roundup_power2_divisions.end(),
@@ -106,7 +113,7 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
   ps.gc_threshold = cfg_.gc_threshold;
   ps.pressure_threshold = cfg_.pressure_threshold;
   ps.expandable = expandable_;
-  ps.chunk = chunk_;
+  ps.chunk = large_chunk_;  // (the larger chunk: the release mark's slack)
   ps.max_split_size = max_split_size_;
   policy_ = std::make_unique<release_policy>(ps);
   start_reserve();  // last: it may throw, and takes device memory only if nothing else can fail

@@ -103,7 +103,7 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   }
   // A request no segment can ever hold fails before anything changes (no event is polled).
   const std::size_t seg_size = segment_size_for(pool, rounded);
-  const std::size_t need = growth_bytes(rounded, seg_size);  // a segment, or chunks
+  const std::size_t need = growth_bytes(pool, rounded, seg_size);  // a segment, or chunks
   if (need > device_total_ || (memory_limit_ != 0 && need > memory_limit_)) {
     fail_oom(requested, stream, "the request can never fit on this device or under the limit");
   }

@@ -114,8 +114,10 @@ growth_span plan_growth(stream_state& ss, std::size_t band, std::size_t rounded,
 
 // --- growth ----------------------------------------------------------------------------------
 
-std::size_t engine::growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept {
-  return expandable_ ? chunks_for(rounded, chunk_) * chunk_ : seg_size;
+std::size_t engine::growth_bytes(pool_kind pool, std::size_t rounded,
+                                 std::size_t seg_size) const noexcept {
+  const std::size_t chunk = chunk_of(pool);
+  return expandable_ ? chunks_for(rounded, chunk) * chunk : seg_size;
 }
 
 block* engine::grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded,
@@ -141,16 +143,17 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
     return nullptr;
   }
   const std::size_t wanted = band_of(pool, rounded);
+  const std::size_t chunk = chunk_of(pool);
   for (int attempt = 0;; ++attempt) {
     growth_span g;
     std::size_t band = 0;
     {
       std::lock_guard<spinlock> lock(ss.lock);
       band = growth_band(ss, wanted);
-      g = plan_growth(ss, band, rounded, chunk_, max_split_size_, attempt < 2);
+      g = plan_growth(ss, band, rounded, chunk, max_split_size_, attempt < 2);
     }
     if (g.seg == nullptr) {
-      g = new_expandable(ss, pool, band, chunks_for(rounded, chunk_) * chunk_);
+      g = new_expandable(ss, pool, band, chunks_for(rounded, chunk) * chunk);
       if (g.seg == nullptr) {
         *no_space = true;
         return nullptr;
@@ -160,7 +163,7 @@ block* engine::grow_expandable(stream_state& ss, pool_kind pool, std::size_t rou
     std::size_t mapped = 0;
     std::uint64_t maps = 0, unmaps = 0;
     std::exception_ptr error;
-    refusal r = device_has(want) ? reserve_room(*ss.pool, want) : refusal::device;
+    refusal r = device_has(want, chunk) ? reserve_room(*ss.pool, want) : refusal::device;
     if (r == refusal::none) {
       mapped = map_span(g.span, maps, unmaps, error);
       release_room(*ss.pool, want - mapped);
@@ -194,18 +197,20 @@ growth_span engine::new_expandable(stream_state& ss, pool_kind pool, std::size_t
                                    std::size_t bytes) {
   // The range spans the device (or the memory limit); where the address space is short, half
   // as much, down to what the request needs.
-  std::size_t size = std::max(range_bytes_, bytes);
+  const std::size_t chunk = chunk_of(pool);
+  std::size_t size = std::max(chunks_for(range_bytes_, chunk) * chunk, bytes);
   void* base = nullptr;
   for (;;) {
     base = backend_->reserve_address_range(size);
     if (base != nullptr || size == bytes) break;
-    size = std::max(bytes, chunks_for(size / 2, chunk_) * chunk_);
+    size = std::max(bytes, chunks_for(size / 2, chunk) * chunk);
   }
   if (base == nullptr) return {};
   auto seg = std::make_unique<segment>();
   seg->kind = segment_kind::expandable;
   seg->base = reinterpret_cast<std::uintptr_t>(base);
   seg->range_size = size;
+  seg->chunk = chunk;
   seg->pool = pool;
   seg->band = static_cast<std::uint8_t>(band);
   seg->owner = &ss;
@@ -227,7 +232,7 @@ std::size_t engine::map_span(const block* span, std::uint64_t& maps, std::uint64
   // the chunks mapped so far are unmapped again; what cannot be (a failed unmap) stays mapped
   // and is kept as a free block.
   const std::uintptr_t addr = span->addr;
-  const std::size_t chunk = chunk_;
+  const std::size_t chunk = span->seg->chunk;
   std::size_t done = 0;
   try {
     while (done < span->size && backend_->map_chunk(reinterpret_cast<void*>(addr + done), chunk)) {
@@ -310,10 +315,10 @@ void engine::drop_fresh(stream_state& ss, segment* seg) {
   delete seg;
 }
 
-bool engine::device_has(std::size_t bytes) {
+bool engine::device_has(std::size_t bytes, std::size_t chunk) {
   // Mapping chunk by chunk into a device that cannot hold them all would map and unmap them
   // again for nothing: ask first when more than one chunk is needed.
-  if (bytes <= chunk_) return true;
+  if (bytes <= chunk) return true;
   try {
     return backend_->memory_info().free >= bytes;
   } catch (...) {

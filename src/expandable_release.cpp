@@ -33,8 +33,8 @@ void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out
   const auto add = [&](block* b) {
     if (found >= budget) return false;
     if (!b->seg->expandable()) return true;
-    const std::uintptr_t lo = chunks_for(b->addr, chunk_) * chunk_;
-    const std::uintptr_t hi = (b->addr + b->size) / chunk_ * chunk_;
+    const std::uintptr_t lo = b->seg->chunk_up(b->addr);
+    const std::uintptr_t hi = b->seg->chunk_down(b->addr + b->size);
     if (hi > lo) {
       out.push_back(release_candidate{&ss, b->seg, b, lo, hi - lo});
       found += hi - lo;
@@ -59,7 +59,8 @@ void engine::collect_spans(stream_state& ss, std::vector<release_candidate>& out
 
 std::size_t engine::pick_span(span_batches& spans, release_candidate c, std::size_t over) {
   // Only the chunks needed to get `over` bytes below, from the top of the free block.
-  const std::size_t take = std::min(c.bytes, chunks_for(over, chunk_) * chunk_);
+  const std::size_t chunk = c.seg->chunk;
+  const std::size_t take = std::min(c.bytes, chunks_for(over, chunk) * chunk);
   c.addr += c.bytes - take;
   c.bytes = take;
   auto it =
@@ -117,8 +118,9 @@ std::size_t engine::release_spans(stream_state& ss, const std::vector<release_ca
       sync_stream(ss.stream);
       for (std::size_t i = 0; i < spans.size(); ++i) {
         const block* s = spans[i].span;
-        for (; unmapped[i] < s->size; unmapped[i] += chunk_) {
-          backend_->unmap_chunk(reinterpret_cast<void*>(s->addr + unmapped[i]), chunk_);
+        const std::size_t chunk = spans[i].seg->chunk;
+        for (; unmapped[i] < s->size; unmapped[i] += chunk) {
+          backend_->unmap_chunk(reinterpret_cast<void*>(s->addr + unmapped[i]), chunk);
         }
       }
     } catch (...) {
@@ -130,7 +132,7 @@ std::size_t engine::release_spans(stream_state& ss, const std::vector<release_ca
   bool restore = false;
   for (std::size_t i = 0; i < spans.size(); ++i) {
     released += unmapped[i];
-    chunks += unmapped[i] / chunk_;
+    chunks += unmapped[i] / spans[i].seg->chunk;
     restore = restore || unmapped[i] != spans[i].span->size;
   }
   std::vector<segment*> empty;
@@ -255,9 +257,9 @@ void engine::destroy_expandable(segment* seg) noexcept {
     const std::uintptr_t lo = b->addr;
     while (b != nullptr && b->state != block_state::unmapped) b = b->next;
     const std::uintptr_t hi = b != nullptr ? b->addr : seg->end();
-    for (std::uintptr_t a = lo; a < hi; a += chunk_) {
+    for (std::uintptr_t a = lo; a < hi; a += seg->chunk) {
       try {
-        backend_->unmap_chunk(reinterpret_cast<void*>(a), chunk_);
+        backend_->unmap_chunk(reinterpret_cast<void*>(a), seg->chunk);
       } catch (...) {
         clean = false;
       }

@@ -309,13 +309,13 @@ void sleeper::add_snapshot(memory_snapshot& snap) const {
 
 std::size_t sleeper::bytes_asleep(const asleep_segment& a) const {
   // Under a.ss's lock: the chunks that hold allocated blocks, minus those still held.
-  const std::size_t chunk = e_.chunk_;
+  const std::size_t chunk = a.seg->chunk;
   std::size_t n = 0;
   std::uintptr_t covered = 0;  // chunks below this were counted
   for (const block* b = a.seg->first; b != nullptr; b = b->next) {
     if (b->state != block_state::allocated) continue;
-    std::uintptr_t lo = b->addr / chunk * chunk;
-    const std::uintptr_t hi = (b->addr + b->size + chunk - 1) / chunk * chunk;
+    std::uintptr_t lo = a.seg->chunk_down(b->addr);
+    const std::uintptr_t hi = a.seg->chunk_up(b->addr + b->size);
     lo = std::max(lo, covered);
     for (std::uintptr_t at = lo; at < hi; at += chunk) {
       const bool held = std::any_of(a.held.begin(), a.held.end(), [at](const address_span& s) {
@@ -370,9 +370,9 @@ void sleeper::destroy(segment* seg) noexcept {
   }
   bool clean = true;
   for (const address_span& s : held) {
-    for (std::uintptr_t at = s.lo; at < s.hi; at += e_.chunk_) {
+    for (std::uintptr_t at = s.lo; at < s.hi; at += seg->chunk) {
       try {
-        e_.backend_->unmap_chunk(reinterpret_cast<void*>(at), e_.chunk_);
+        e_.backend_->unmap_chunk(reinterpret_cast<void*>(at), seg->chunk);
       } catch (...) {
         clean = false;
       }

@@ -259,7 +259,6 @@ std::size_t sleeper::unmap_held(pool_record& p) {
   // Inside the sleep's capture fence. Every held chunk goes, segment by segment: the reserved
   // bytes drop in the critical section before the unmaps; what cannot be unmapped stays held
   // and is counted back (undo).
-  const std::size_t chunk = e_.chunk_;
   std::size_t released = 0;
   std::exception_ptr error;
   std::size_t count = 0;
@@ -275,6 +274,7 @@ std::size_t sleeper::unmap_held(pool_record& p) {
     }
     const std::size_t bytes = span_bytes(a.held);
     if (bytes == 0) continue;
+    const std::size_t chunk = a.seg->chunk;
     stats_delta d;
     d.d[q_reserved] = -static_cast<std::int64_t>(bytes);
     {

@@ -79,18 +79,18 @@ void sleeper::wake_pool(pool_record& p, std::size_t* mapped_bytes) {
 sleeper::mapped_spans sleeper::plan_wake(pool_record& p, std::size_t* total) {
   // The chunks that hold allocated blocks and are not held, per asleep segment. Blocks freed
   // after this only become holes: thaw turns those inside mapped chunks into free blocks.
-  const std::size_t chunk = e_.chunk_;
   engine::all_streams_lock all(e_);
   std::lock_guard<std::mutex> lock(mutex_);
   const pool_sleep_record& r = record(p.id);
   mapped_spans want(r.segments.size());
   for (std::size_t i = 0; i < r.segments.size(); ++i) {
     const asleep_segment& a = r.segments[i];
+    const std::size_t chunk = a.seg->chunk;
     std::uintptr_t covered = 0;
     for (const block* b = a.seg->first; b != nullptr; b = b->next) {
       if (b->state != block_state::allocated) continue;
-      const std::uintptr_t lo = std::max(b->addr / chunk * chunk, covered);
-      const std::uintptr_t hi = (b->addr + b->size + chunk - 1) / chunk * chunk;
+      const std::uintptr_t lo = std::max(a.seg->chunk_down(b->addr), covered);
+      const std::uintptr_t hi = a.seg->chunk_up(b->addr + b->size);
       for (std::uintptr_t at = lo; at < hi; at += chunk) {
         if (!covers(a.held, at)) append_span(want[i], at, chunk);
       }
@@ -106,22 +106,28 @@ void sleeper::map_asleep(pool_record& p, const mapped_spans& want, mapped_spans&
   // As a growth: budget room first, the device asked before mapping several chunks, one
   // map_chunk per chunk; a refusal relieves pressure in the reclaim order (engine::relieve,
   // which may put lower-priority sleepable pools to sleep) and tries the rest again.
-  const std::size_t chunk = e_.chunk_;
-  std::vector<std::pair<std::size_t, std::uintptr_t>> todo;  // (segment index, chunk)
+  struct piece {
+    std::size_t segment;  ///< index into want
+    std::uintptr_t at;    ///< chunk address
+    std::size_t bytes;    ///< its segment's chunk
+  };
+  std::vector<piece> todo;
+  std::size_t left = 0;  // bytes of todo[next...]
   for (std::size_t i = 0; i < want.size(); ++i) {
+    const std::size_t chunk = chunk_of_asleep(p, i);
     for (const address_span& s : want[i]) {
-      for (std::uintptr_t at = s.lo; at < s.hi; at += chunk) todo.emplace_back(i, at);
+      for (std::uintptr_t at = s.lo; at < s.hi; at += chunk) todo.push_back(piece{i, at, chunk});
     }
   }
+  for (const piece& c : todo) left += c.bytes;
   std::size_t next = 0;
   engine::refusal why = engine::refusal::none;
   bool capture = false;
   const auto attempt = [&]() -> bool {
-    const std::size_t left = (todo.size() - next) * chunk;
     if (left == 0) return true;
     try {
       const section fence(e_);
-      if (!e_.device_has(left)) {
+      if (!e_.device_has(left, e_.chunk_)) {
         why = engine::refusal::device;
         return false;
       }
@@ -131,10 +137,12 @@ void sleeper::map_asleep(pool_record& p, const mapped_spans& want, mapped_spans&
       }
       std::size_t room = left;
       try {
-        for (; next < todo.size(); ++next, room -= chunk) {
-          const auto [i, at] = todo[next];
-          if (!e_.backend_->map_chunk(reinterpret_cast<void*>(at), chunk)) break;
-          append_span(mapped[i], at, chunk);
+        for (; next < todo.size(); ++next) {
+          const piece& c = todo[next];
+          if (!e_.backend_->map_chunk(reinterpret_cast<void*>(c.at), c.bytes)) break;
+          append_span(mapped[c.segment], c.at, c.bytes);
+          room -= c.bytes;
+          left -= c.bytes;
         }
       } catch (...) {
         e_.release_room(p, room);
@@ -155,14 +163,15 @@ void sleeper::map_asleep(pool_record& p, const mapped_spans& want, mapped_spans&
     ok = attempt();
     if (!ok && !capture) {
       e_.poll_pending(true);  // (does nothing while a capture may be under way)
-      ok = e_.relieve(p, (todo.size() - next) * chunk, why, attempt, &reason);
+      ok = e_.relieve(p, left, why, attempt, &reason);
     }
   } catch (...) {
     unmap_spans(p, mapped);
     throw;
   }
   if (ok) return;
-  const std::size_t done = next * chunk;
+  std::size_t done = 0;
+  for (std::size_t k = 0; k < next; ++k) done += todo[k].bytes;
   unmap_spans(p, mapped);
   CACHALOT_EXPECTS(!capture, not_supported,
                    "wake: pool {} ('{}'): a CUDA graph capture may be under way, and mapping "
@@ -200,10 +209,18 @@ void sleeper::map_asleep(pool_record& p, const mapped_spans& want, mapped_spans&
       __FILE__, __LINE__);
 }
 
+std::size_t sleeper::chunk_of_asleep(pool_record& p, std::size_t i) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return record(p.id).segments[i].seg->chunk;
+  } catch (...) {  // (std::mutex::lock: a system error) one granule, the smallest chunk
+    return e_.chunk_;
+  }
+}
+
 void sleeper::unmap_spans(pool_record& p, const mapped_spans& mapped) noexcept {
   // A failed wake gives back what it mapped. A chunk that cannot be unmapped (or not while a
   // capture may be under way) stays held by its asleep segment, counted as reserved.
-  const std::size_t chunk = e_.chunk_;
   std::optional<capture_tracker::section> fence;
   bool allowed = true;
   try {
@@ -215,6 +232,7 @@ void sleeper::unmap_spans(pool_record& p, const mapped_spans& mapped) noexcept {
   for (std::size_t i = 0; i < mapped.size(); ++i) {
     std::vector<address_span> stuck;
     std::size_t unmapped = 0;
+    const std::size_t chunk = chunk_of_asleep(p, i);
     for (const address_span& s : mapped[i]) {
       for (std::uintptr_t at = s.lo; at < s.hi; at += chunk) {
         try {
@@ -299,7 +317,7 @@ void sleeper::thaw(pool_record& p, const mapped_spans& mapped) {
     const std::vector<address_span> none;
     const std::vector<address_span>& mine = i < mapped.size() ? mapped[i] : none;
     awaken(a, merged(a.held, mine), span_bytes(mine));
-    a.ss->stats.num_chunk_maps += span_bytes(mine) / e_.chunk_;
+    a.ss->stats.num_chunk_maps += span_bytes(mine) / a.seg->chunk;
   }
   r.segments.clear();
 }

@@ -152,6 +152,13 @@ struct config {
   /// Needs a backend with virtual memory (else the allocator fails to start with
   /// not_supported); ignored in pass-through mode (caching:0). Default off (docs/design.md).
   bool expandable_segments = false;
+  /// key `large_chunk`: with expandable segments, the bytes one mapping of a large-pool segment
+  /// covers (one create, map and set-access; unmapped only whole), a multiple of the device's
+  /// virtual-memory granularity. `granule` (0, the default): one granule (2 MiB on CUDA GPUs),
+  /// as small-pool segments always map. `20MiB` is PyTorch's page of a large expandable segment:
+  /// on the bundled traces about a tenth of the chunk maps, for a smallest device up to 8 %
+  /// larger (docs/benchmarks.md, "Large chunks").
+  std::size_t large_chunk = 0;
 
   /// key `reserve`: bytes taken from the device in one call when the allocator starts (RMM's
   /// initial pool size). Segments of every stream and pool are then carved from it without a

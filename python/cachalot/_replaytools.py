@@ -8,7 +8,9 @@ comparison needs from their JSON, the same way for both allocators:
     allocator is a process singleton);
   - peak reserved at a capacity (the GPU's size);
   - device calls: segment allocations and frees plus chunk maps and unmaps (cudaMalloc, cudaFree,
-    cuMemMap, cuMemUnmap), the calls that cost the device time;
+    cuMemMap, cuMemUnmap), the calls that cost the device time; an expandable segment's address
+    range counts as a segment for both allocators (cachalot's segment_allocs and segment_frees
+    include its ranges; PyTorch's cuMemAddressReserve and cuMemAddressFree are added);
   - syncs: explicit synchronizations plus the device-wide one each segment free implies;
   - device time: modeled by cachalot's device cost model for both (None when the replay's JSON
     has none, e.g. a build without the cost model).
@@ -82,7 +84,8 @@ class Figures:
         self.device_ms = doc.get("device_ms") if device.get("timing") == "modeled" else None
         if allocator == "pytorch":
             c = doc["calls"]
-            self.device_calls = c["cudaMalloc"] + c["cudaFree"] + c["cuMemMap"] + c["cuMemUnmap"]
+            self.device_calls = (c["cudaMalloc"] + c["cudaFree"] + c.get("cuMemAddressReserve", 0) +
+                                 c.get("cuMemAddressFree", 0) + c["cuMemMap"] + c["cuMemUnmap"])
             self.syncs = doc["syncs"]
         else:
             self.device_calls = (doc["segment_allocs"] + doc["segment_frees"] + doc["chunk_maps"] +

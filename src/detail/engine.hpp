@@ -307,7 +307,12 @@ class engine {
   std::size_t release_pass(const std::vector<pool_record*>& from, stream_state* first,
                            release_bounds& bounds);
   // --- expandable segments (expandable.cpp) ---
-  std::size_t growth_bytes(std::size_t rounded, std::size_t seg_size) const noexcept;
+  std::size_t growth_bytes(pool_kind pool, std::size_t rounded,
+                           std::size_t seg_size) const noexcept;
+  /// Expandable segments: bytes per mapped chunk of a pool's segments (config large_chunk).
+  std::size_t chunk_of(pool_kind pool) const noexcept {
+    return pool == pool_kind::large ? large_chunk_ : chunk_;
+  }
   block* grow_memory(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested,
                      std::size_t seg_size, refusal* why);
   block* grow_expandable(stream_state& ss, pool_kind pool, std::size_t rounded,
@@ -318,7 +323,7 @@ class engine {
   block* attach(stream_state& ss, const growth_span& g, std::size_t mapped, std::uint64_t maps,
                 std::uint64_t unmaps);
   void drop_fresh(stream_state& ss, segment* seg);
-  bool device_has(std::size_t bytes);
+  bool device_has(std::size_t bytes, std::size_t chunk);
   void collect_spans(stream_state& ss, std::vector<release_candidate>& out,
                      std::size_t budget) const;
   std::size_t pick_span(span_batches& spans, release_candidate c, std::size_t over);
@@ -391,9 +396,10 @@ class engine {
   std::size_t memory_limit_;
   std::size_t device_total_;
   bool caching_;
-  bool expandable_ = false;                      ///< expandable segments (config and caching on)
-  std::size_t chunk_ = 0;                        ///< expandable segments: bytes per mapped chunk
-  std::size_t range_bytes_ = 0;                  ///< expandable segments: address space per segment
+  bool expandable_ = false;  ///< expandable segments (config and caching on)
+  std::size_t chunk_ = 0;    ///< expandable segments: the device's granularity (small-pool chunk)
+  std::size_t large_chunk_ = 0;  ///< expandable segments: bytes per large-pool chunk
+  std::size_t range_bytes_ = 0;  ///< expandable segments: address space per segment
   std::size_t band_split_[pool_count] = {0, 0};  ///< see band_of
   bool lazy_bands_ = false;                      ///< size_bands:lazy (growth_band)
   // Checked mode (config.debug), poison_: its use-after-free checks on host-accessible memory.

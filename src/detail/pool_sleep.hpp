@@ -193,6 +193,8 @@ class sleeper {
   void map_asleep(pool_record& p, const mapped_spans& want, mapped_spans& mapped,
                   std::size_t total);
   void unmap_spans(pool_record& p, const mapped_spans& mapped) noexcept;
+  /// The chunk of asleep segment `i` of `p` (segment::chunk).
+  std::size_t chunk_of_asleep(pool_record& p, std::size_t i) noexcept;
   void restore(pool_record& p);
   /// Takes every stream lock: every segment of the pool awake, its mapped memory being its held
   /// chunks plus `mapped` (a wake's; none for a sleep undone).

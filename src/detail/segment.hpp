@@ -2,7 +2,8 @@
 // whole life and is tiled, in address order and without gaps, by blocks (detail/block.hpp).
 //  - fixed: one device allocation (allocate_segment); `size` bytes, all of them reserved.
 //  - expandable: one address range of `range_size` bytes (reserve_address_range) whose physical
-//    chunks (the backend's vm_granularity) are mapped on demand (src/expandable.cpp). Its blocks
+//    chunks of `chunk` bytes (the backend's vm_granularity for the small pool, config
+//    large_chunk for the large one) are mapped on demand (src/expandable.cpp). Its blocks
 //    tile the whole range: mapped blocks (free, allocated, pending) and unmapped ones (holes).
 //    `size` counts the mapped bytes, which are what it reserves.
 // Invariants (under the owner's lock): `live` is the number of allocated and pending blocks, so
@@ -67,10 +68,20 @@ struct alignas(64) segment {
   segment* idle_next = nullptr;   ///< owner's idle index
   // Expandable segments only.
   std::size_t range_size = 0;              ///< bytes of address space (fixed: == size)
+  std::size_t chunk = 0;                   ///< bytes per mapped chunk (engine::chunk_of)
   std::size_t busy = 0;                    ///< spans being mapped or unmapped
   std::map<std::uintptr_t, block*> holes;  ///< unmapped blocks that are not busy, by address
 
   bool expandable() const noexcept { return kind == segment_kind::expandable; }
+  /// Expandable: the first chunk boundary at or above `addr` (chunks tile the range from
+  /// `base`; a large-pool chunk of 20 MiB is no power of two).
+  std::uintptr_t chunk_up(std::uintptr_t addr) const noexcept {
+    return base + (addr - base + chunk - 1) / chunk * chunk;
+  }
+  /// Expandable: the last chunk boundary at or below `addr`.
+  std::uintptr_t chunk_down(std::uintptr_t addr) const noexcept {
+    return base + (addr - base) / chunk * chunk;
+  }
   /// One past the last byte of the blocks.
   std::uintptr_t end() const noexcept { return base + range_size; }
 };

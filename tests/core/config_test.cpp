@@ -309,6 +309,19 @@ TEST(config, SizeBandsTakeThreeModes) {
   EXPECT_THROW(b.validate(), invalid_argument);
 }
 
+TEST(config, LargeChunkIsAGranuleOrASize) {
+  EXPECT_EQ(config{}.large_chunk, 0u);  // one granule
+  EXPECT_EQ(config::parse("large_chunk:20MiB").large_chunk, 20 * MiB);
+  EXPECT_EQ(config::parse("large_chunk:granule").large_chunk, 0u);
+  EXPECT_NE(error_of("large_chunk:0B").find("say 'granule'"), std::string::npos);
+  EXPECT_NE(error_of("large_chunk:20").find("large_chunk"), std::string::npos);  // no unit
+  for (const char* m : {"large_chunk:granule", "large_chunk:20MiB"}) {
+    const config c = config::parse(m);
+    EXPECT_EQ(config::parse(c.to_string()), c) << c.to_string();
+  }
+  EXPECT_NE(config{}.to_string().find("large_chunk:granule"), std::string::npos);
+}
+
 TEST(config, ErrorsNameTheKeyOrValue) {
   EXPECT_NE(error_of("bogus:1").find("unknown key 'bogus'"), std::string::npos);
   EXPECT_NE(error_of("device:1,").find("stray comma"), std::string::npos);

@@ -180,6 +180,52 @@ TEST(expandable, SmallRequestsGrowTheirOwnSegments) {
   expect_consistent(a, *dev);
 }
 
+TEST(expandable, LargeChunksMapTheLargePoolInPiecesOfTheirSize) {
+  // large_chunk:20MiB: one map covers 20 MiB of a large-pool segment (PyTorch's page); the
+  // small pool still maps one granule; a release unmaps only whole 20 MiB chunks.
+  auto dev = make_device(1 * GiB);
+  allocator a(expandable_config("large_chunk:20MiB"), dev);
+  void* tiny = a.allocate(4 * KiB);
+  EXPECT_EQ(a.stats().reserved_bytes.small.current, chunk);
+  // With chunks larger than a granule the bands open lazily, as for fixed segments: a band's
+  // own range would map a whole large chunk for its first block.
+  void* medium = a.allocate(512 * KiB);
+  EXPECT_TRUE(same_segment(a.snapshot(), tiny, medium));
+  a.deallocate(medium);
+  void* six = a.allocate(6 * MiB);
+  EXPECT_EQ(a.stats().reserved_bytes.large.current, 20 * MiB);
+  EXPECT_EQ(a.stats().num_chunk_maps, 2u);
+  void* more = a.allocate(30 * MiB);  // 14 MiB free above `six`: one more chunk
+  EXPECT_EQ(a.stats().reserved_bytes.large.current, 40 * MiB);
+  EXPECT_EQ(a.stats().num_chunk_maps, 3u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(more),
+            reinterpret_cast<std::uintptr_t>(six) + 6 * MiB);
+  a.deallocate(six);  // [0, 6 MiB) free: no whole chunk in it
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved_bytes.large.current, 40 * MiB);
+  EXPECT_EQ(a.stats().num_chunk_unmaps, 0u);
+  a.deallocate(more);  // [0, 40 MiB) free: both chunks go back
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved_bytes.large.current, 0u);
+  EXPECT_EQ(a.stats().num_chunk_unmaps, 2u);
+  EXPECT_EQ(a.stats().reserved_bytes.small.current, chunk);
+  a.deallocate(tiny);
+  expect_consistent(a, *dev);
+}
+
+TEST(expandable, LargeChunkMustBeAMultipleOfTheGranularity) {
+  auto dev = make_device(1 * GiB);
+  try {
+    allocator a(expandable_config("large_chunk:3MiB"), dev);
+    FAIL() << "3 MiB chunks accepted on a 2 MiB granularity";
+  } catch (const invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("config key 'large_chunk'"), std::string::npos)
+        << e.what();
+  }
+  allocator fixed(config::parse("backend:simulated,large_chunk:3MiB"), dev);  // (unused there)
+  fixed.deallocate(fixed.allocate(MiB));
+}
+
 TEST(expandable, ReservedStaysWithinTwoPercentOfThePeakWhenShapesChange) {
   // Each round frees blocks of one size and asks for blocks of another: fixed segments keep
   // what no longer fits, expandable segments unmap it before growing past the active peak

@@ -99,8 +99,9 @@ std::vector<live> populate(allocator& a, pool_id pool, stream_t st) {
   return kept;
 }
 
-TEST(pool_sleep, OffloadRoundTripKeepsEveryByteAtTheSameAddress) {
-  rig r;
+/// Sleep and wake with offload, `conf` the allocator's config (chunk sizes differ).
+void offload_round_trip(const std::string& conf) {
+  rig r(256 * MiB, conf);
   const pool_id batch = r.tenant("batch");
   const pool_id other = r.tenant("other");
   std::vector<live> kept = populate(*r.alloc, batch, s(1));
@@ -176,6 +177,16 @@ TEST(pool_sleep, OffloadRoundTripKeepsEveryByteAtTheSameAddress) {
   for (const live& l : kept) r.alloc->deallocate(l.p);
   expect_stats_match_snapshot(*r.alloc);
   EXPECT_FALSE(r.alloc->wake(batch));  // awake already
+}
+
+TEST(pool_sleep, OffloadRoundTripKeepsEveryByteAtTheSameAddress) {
+  offload_round_trip("expandable_segments:1");
+}
+
+TEST(pool_sleep, OffloadRoundTripWithLargeChunks) {
+  // 20 MiB large-pool chunks: a large segment's chunk boundaries lie at its base plus
+  // multiples of 20 MiB (no power of two), which the sleep's and the wake's chunk sets follow.
+  offload_round_trip("expandable_segments:1,large_chunk:20MiB");
 }
 
 TEST(pool_sleep, DiscardGivesEverythingBackAndKeepsNothing) {

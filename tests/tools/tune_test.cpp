@@ -272,6 +272,15 @@ TEST(Tune, SearchesSizeBands) {
   EXPECT_EQ(recommended_conf("size_bands:off,release_policy:eager,debug:1", tune_setting{}),
             "debug:1");
   EXPECT_EQ(recommended_conf("size_bands:off", s), "size_bands:eager");
+  // large_chunk: searched with expandable segments only, and said only with them.
+  tune_setting e;
+  e.expandable = true;
+  e.large_chunk = 20 * MiB;
+  EXPECT_EQ(setting_string(e), "expandable_segments:1,large_chunk:20MiB");
+  EXPECT_TRUE(apply_setting(config{}, e) ==
+              config::parse("expandable_segments:1,large_chunk:20MiB"));
+  e.expandable = false;
+  EXPECT_EQ(setting_string(e), "");
 }
 
 TEST(Tune, EveryCandidateValidatesOrIsSkipped) {

@@ -113,8 +113,11 @@ std::vector<peer_op> ops_of(const cachalot::tools::prepared_trace& p) {
   return ops;
 }
 
+/// Segment allocations and frees (an expandable segment's address range counting as one, as
+/// cachalot-replay counts its ranges) plus page maps and unmaps.
 std::uint64_t device_calls(const peer_result& r) {
-  return r.calls.malloc_calls + r.calls.free_calls + r.calls.mem_map + r.calls.mem_unmap;
+  return r.calls.malloc_calls + r.calls.free_calls + r.calls.address_reserve +
+         r.calls.address_free + r.calls.mem_map + r.calls.mem_unmap;
 }
 
 /// Synchronizations: explicit ones plus the device-wide one every cudaFree implies.

@@ -69,6 +69,7 @@ std::vector<tune_setting> neighbours(const tune_setting& s) {
   vary(&tune_setting::eager, std::vector<bool>{false, true});
   vary(&tune_setting::bands,
        std::vector<band_mode>{band_mode::lazy, band_mode::eager, band_mode::off});
+  if (s.expandable) vary(&tune_setting::large_chunk, std::vector<std::size_t>{0, 20 * MiB});
   vary(&tune_setting::divisions, division_values);
   std::vector<std::size_t> families(tune_segment_families().size());
   for (std::size_t i = 0; i < families.size(); ++i) families[i] = i;
@@ -227,6 +228,7 @@ tune_setting setting_of(const config& cfg) {
   s.gc_threshold = cfg.gc_threshold;
   s.eager = cfg.release_policy == release_mode::eager;
   s.bands = cfg.size_bands;
+  s.large_chunk = cfg.large_chunk;
   s.divisions = cfg.roundup_power2_divisions[0];
   const auto& f = tune_segment_families();
   for (std::size_t i = 0; i < f.size(); ++i) {
@@ -245,6 +247,7 @@ config apply_setting(const config& base, const tune_setting& s) {
   c.gc_threshold = s.gc_threshold;
   c.release_policy = s.eager ? release_mode::eager : release_mode::adaptive;
   c.size_bands = s.bands;
+  c.large_chunk = s.large_chunk;
   c.roundup_power2_divisions.fill(s.divisions);
   const tune_segment_family& f = tune_segment_families().at(s.segments);
   c.small_size = f.small_size;
@@ -272,6 +275,10 @@ std::string setting_string(const tune_setting& s) {
     items.push_back(s.bands == band_mode::eager ? "size_bands:eager"
                     : s.bands == band_mode::off ? "size_bands:off"
                                                 : "size_bands:lazy");
+  }
+  if (s.large_chunk != d.large_chunk && s.expandable) {
+    items.push_back(s.large_chunk == 0 ? std::string("large_chunk:granule")
+                                       : "large_chunk:" + size_text(s.large_chunk));
   }
   if (s.divisions != d.divisions)
     items.push_back(fmt::format("roundup_power2_divisions:{}", s.divisions));

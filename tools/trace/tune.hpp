@@ -50,6 +50,7 @@ struct tune_setting {
   std::uint32_t divisions = 0;            ///< roundup_power2_divisions, every interval
   std::size_t segments = 0;               ///< index into tune_segment_families()
   band_mode bands = band_mode::lazy;      ///< size_bands
+  std::size_t large_chunk = 0;            ///< large_chunk (expandable only; 0: one granule)
 
   bool operator==(const tune_setting&) const = default;
 };

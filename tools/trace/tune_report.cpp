@@ -63,21 +63,11 @@ std::string item_key(const std::string& item) {
 }
 
 bool dropped_key(const std::string& k) {
-  static const char* const keys[] = {"backend",
-                                     "capacity",
-                                     "host_backing",
-                                     "expandable_segments",
-                                     "max_split_size",
-                                     "max_split_size_mb",
-                                     "gc_threshold",
-                                     "garbage_collection_threshold",
-                                     "small_size",
-                                     "small_segment",
-                                     "mid_size",
-                                     "large_segment",
-                                     "release_policy",
-                                     "size_bands",
-                                     "roundup_power2_divisions"};
+  static const char* const keys[] = {
+      "backend",        "capacity",          "host_backing", "expandable_segments",
+      "max_split_size", "max_split_size_mb", "gc_threshold", "garbage_collection_threshold",
+      "small_size",     "small_segment",     "mid_size",     "large_segment",
+      "release_policy", "size_bands",        "large_chunk",  "roundup_power2_divisions"};
   return k.empty() || std::find(std::begin(keys), std::end(keys), k) != std::end(keys);
 }
 
