@@ -63,7 +63,6 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     // small long-lived blocks cannot pin the segments of larger ones (docs/design.md).
     band_split_[0] = cfg_.small_segment_size / 32;
     band_split_[1] = cfg_.segment_rounding;
-    lazy_bands_ = cfg_.size_bands == band_mode::lazy;
   }
   expandable_ = cfg_.expandable_segments && caching_;
   if (expandable_) {
@@ -85,13 +84,15 @@ engine::engine(const config& cfg, std::shared_ptr<device_backend> backend)
     large_split_remainder_ = 0;
     max_split_size_ = SIZE_MAX;
     // The bands follow the chunk: below 1/32 of a chunk (small pool), below a chunk (large).
-    // Lazy bands open at once where a band's range costs only address space and granules.
     if (band_split_[0] != 0) {
       band_split_[0] = chunk_ / 32;
       band_split_[1] = chunk_;
     }
-    if (large_chunk_ == chunk_) lazy_bands_ = false;
   }
+  // Lazy bands: as configured, but opened at once where a band's own range costs only address
+  // space and granules (expandable segments with one-granule chunks).
+  lazy_bands_ = band_split_[0] != 0 && cfg_.size_bands == band_mode::lazy &&
+                !(expandable_ && large_chunk_ == chunk_);
   rounding_ =
       std::any_of(cfg_.roundup_power2_divisions.begin(), cfg_.roundup_power2_divisions.end(),
                   [](std::uint32_t d) { return d > 1; });

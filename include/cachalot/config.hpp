@@ -123,8 +123,9 @@ struct config {
   /// apart so that small long-lived blocks cannot pin the segments of larger ones. `lazy` (the
   /// default): a lower band is served by its pool's segments until it must grow while its pool
   /// already has a segment on that stream; then (and while it has any) it has segments of its
-  /// own. With expandable segments `lazy` opens the bands at once, as `eager` does (a band's
-  /// range reserves only address space). `eager`: a lower band always has segments of its own
+  /// own. With expandable segments of one-granule chunks `lazy` opens the bands at once, as
+  /// `eager` does (a band's range reserves only address space); with a `large_chunk` above a
+  /// granule, lazily. `eager`: a lower band always has segments of its own
   /// (one more fixed segment per pool and stream at least). `off`: no bands (PyTorch's layout).
   band_mode size_bands = band_mode::lazy;
   /// key `pressure_threshold`: with `release_policy:adaptive`, the fraction of the memory limit
@@ -157,7 +158,7 @@ struct config {
   /// virtual-memory granularity. `granule` (0, the default): one granule (2 MiB on CUDA GPUs),
   /// as small-pool segments always map. `20MiB` is PyTorch's page of a large expandable segment:
   /// on the bundled traces about a tenth of the chunk maps, for a smallest device up to 8 %
-  /// larger (docs/benchmarks.md, "Large chunks").
+  /// larger (docs/benchmarks.md, "Size bands, lazy, and large chunks").
   std::size_t large_chunk = 0;
 
   /// key `reserve`: bytes taken from the device in one call when the allocator starts (RMM's

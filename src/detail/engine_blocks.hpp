@@ -43,7 +43,6 @@ inline block* engine::take_cached(stream_state& ss, pool_kind pool, std::size_t 
   if (b == nullptr) [[unlikely]] {
     b = take_elsewhere(ss, band, rounded, oversize);
     if (b == nullptr) return nullptr;
-    return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
   }
   return claim(ss, b, pool, rounded, requested, forced, over_ceiling);
 }

@@ -56,11 +56,19 @@ std::uint64_t saturated_mul(std::uint64_t a, std::uint64_t b) {
 /// Every setting that differs from `s` in one dimension.
 std::vector<tune_setting> neighbours(const tune_setting& s) {
   std::vector<tune_setting> out;
+  // large_chunk means nothing with fixed segments: one form of each such setting, so that two
+  // alike are not both replayed.
+  const auto canonical = [](tune_setting t) {
+    if (!t.expandable) t.large_chunk = 0;
+    return t;
+  };
+  const tune_setting self = canonical(s);
   const auto vary = [&](auto member, const auto& values) {
     for (const auto& v : values) {
       tune_setting n = s;
       n.*member = v;
-      if (!(n == s)) out.push_back(n);
+      n = canonical(n);
+      if (!(n == self)) out.push_back(n);
     }
   };
   vary(&tune_setting::expandable, std::vector<bool>{false, true});
