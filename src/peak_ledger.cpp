@@ -2,6 +2,7 @@
 #include "detail/peak_ledger.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <mutex>
 
 namespace cachalot::detail {
@@ -39,34 +40,50 @@ std::uint64_t peak_ledger::room(const stats_holder& h, std::size_t q, std::size_
 
 bool peak_ledger::settle(stats_holder& h, stats_holder* const* held, std::size_t held_count,
                          peak_table& global) noexcept {
+  const std::uint32_t deficits = h.stats.deficits();  // bit q * pool_count + p
+  const auto each = [deficits](auto&& fn) {
+    for (std::uint32_t m = deficits; m != 0; m &= m - 1) {
+      const auto bit = static_cast<std::size_t>(std::countr_zero(m));
+      fn(bit / pool_count, bit % pool_count);
+    }
+  };
+  const auto need = [&h](std::size_t q, std::size_t p) {
+    return static_cast<std::uint64_t>(-h.stats.slack(q, p));
+  };
+  // The quantities whose deficit the peaks' headroom does not cover: pulled in one pass.
+  quantity_mask short_of = 0;
+  each([&](std::size_t q, std::size_t p) {
+    if (room(h, q, p, global) < need(q, p)) short_of |= bit_of(q);
+  });
+  if (short_of != 0) pull(short_of, held, held_count);
   bool raised = false;
-  for (std::size_t q = 0; q < quantity_count; ++q) {
-    bool pulled = false;
-    for (std::size_t p = 0; p < pool_count; ++p) {
-      const std::int64_t s = h.stats.slack(q, p);
-      if (s >= 0) continue;
-      const auto need = static_cast<std::uint64_t>(-s);
-      if (!pulled && room(h, q, p, global) < need) {
-        pull(q, held, held_count);
-        pulled = true;
-      }
-      if (room(h, q, p, global) < need) {
-        // Every other holder is at its ceiling: the granted sums plus `need` are the totals.
-        pool_peaks& pp = *h.peaks;
-        for (auto [peak, granted] : {std::pair{&pp.peak[q][p], pp.granted[q][p]},
-                                     std::pair{&pp.peak[q][pool_count], pp.granted[q][pool_count]},
-                                     std::pair{&global[q][p], granted_[q][p]},
-                                     std::pair{&global[q][pool_count], granted_[q][pool_count]}}) {
-          if (static_cast<std::int64_t>(granted + need) > static_cast<std::int64_t>(*peak)) {
-            *peak = granted + need;
-            raised = true;
-          }
+  each([&](std::size_t q, std::size_t p) {
+    const std::uint64_t n = need(q, p);
+    if (room(h, q, p, global) < n) {
+      // Every other holder is at its ceiling: the granted sums plus `n` are the totals.
+      pool_peaks& pp = *h.peaks;
+      for (auto [peak, granted] : {std::pair{&pp.peak[q][p], pp.granted[q][p]},
+                                   std::pair{&pp.peak[q][pool_count], pp.granted[q][pool_count]},
+                                   std::pair{&global[q][p], granted_[q][p]},
+                                   std::pair{&global[q][pool_count], granted_[q][pool_count]}}) {
+        if (static_cast<std::int64_t>(granted + n) > static_cast<std::int64_t>(*peak)) {
+          *peak = granted + n;
+          raised = true;
         }
       }
-      h.stats.set_ceiling(q, p, h.stats.current(q, p));
-      grant(h, q, p, need);
     }
-  }
+    h.stats.set_ceiling(q, p, h.stats.current(q, p));
+    grant(h, q, p, n);
+  });
+  // Every deficit covered: what the peaks leave over goes to h where it was short, so that its
+  // next increases there need no settling (a holder that needs it takes it back by a pull: h
+  // is listed for it).
+  each([&](std::size_t q, std::size_t p) {
+    if (const std::uint64_t spare = room(h, q, p, global); spare != 0) {
+      h.stats.add_room(q, p, spare);
+      grant(h, q, p, spare);
+    }
+  });
   h.sync();
   return raised;
 }
@@ -95,36 +112,37 @@ void peak_ledger::seize(stats_holder& x, bool marks) noexcept {
   }
 }
 
-void peak_ledger::pull(std::size_t q, stats_holder* const* held, std::size_t held_count) noexcept {
+void peak_ledger::pull(quantity_mask m, stats_holder* const* held,
+                       std::size_t held_count) noexcept {
   ++pulls_;
   locked_.clear();
   {
     // Room for every holder in the scratch lists (grown here, under the stats mutex, only
-    // after reserve() made more holders; a look collects from two lists).
+    // after reserve() made more holders; a look collects from every list pulled and marks').
     std::size_t holders = 0;
     {
       std::lock_guard<spinlock> lock(lock_);
-      holders = lists_[q].capacity();
+      holders = lists_[0].capacity();
     }
     if (locked_.capacity() < holders) locked_.reserve(holders);
-    if (todo_.capacity() < 2 * holders) todo_.reserve(2 * holders);
+    if (todo_.capacity() < (quantity_count + 1) * holders)
+      todo_.reserve((quantity_count + 1) * holders);
   }
   // Inactive-split counts are raised from settled marks: the states listed for marks (and of
-  // every holder listed for q) are locked whole and settled (see the file comment).
-  const bool marks = q == q_inactive && lanes_ != nullptr;
+  // every holder listed for a pulled quantity) are locked whole and settled (file comment).
+  const bool marks = (m & bit_of(q_inactive)) != 0 && lanes_ != nullptr;
   // Lock every listed holder (none of them with the ledger lock held), until a look under the
   // ledger lock finds no listed holder unlocked: that instant is the consistent state.
-  for (std::size_t seen = 0, seen_marks = 0;;) {
+  std::array<std::size_t, quantity_count + 1> seen{};
+  for (;;) {
     lock_.lock();
     todo_.clear();
-    const std::vector<stats_holder*>& list = lists_[q];
-    for (; seen < list.size(); ++seen) {
-      if (pending(*list[seen], marks)) todo_.push_back(list[seen]);
-    }
-    if (marks) {
-      const std::vector<stats_holder*>& m = lists_[marks_slot];
-      for (; seen_marks < m.size(); ++seen_marks) {
-        if (pending(*m[seen_marks], true)) todo_.push_back(m[seen_marks]);
+    for (std::size_t slot = 0; slot <= quantity_count; ++slot) {
+      const bool pulled = slot < quantity_count ? (m & bit_of(slot)) != 0 : marks;
+      if (!pulled) continue;
+      const std::vector<stats_holder*>& list = lists_[slot];
+      for (; seen[slot] < list.size(); ++seen[slot]) {
+        if (pending(*list[seen[slot]], marks)) todo_.push_back(list[seen[slot]]);
       }
     }
     if (todo_.empty()) break;  // (ledger lock held)
@@ -133,18 +151,21 @@ void peak_ledger::pull(std::size_t q, stats_holder* const* held, std::size_t hel
       if (pending(*x, marks)) seize(*x, marks);  // (listed twice, or a lane of a state seen)
     }
   }
-  for (stats_holder* x : lists_[q]) {
-    if ((x->listed & bit_of(q)) == 0) continue;  // a stale entry, or seen already
-    for (std::size_t p = 0; p < pool_count; ++p) {
-      const std::int64_t s = x->stats.slack(q, p);
-      if (s <= 0) continue;
-      x->stats.set_ceiling(q, p, x->stats.current(q, p));
-      grant(*x, q, p, -static_cast<std::uint64_t>(s));
+  for (std::size_t q = 0; q < quantity_count; ++q) {
+    if ((m & bit_of(q)) == 0) continue;
+    for (stats_holder* x : lists_[q]) {
+      if ((x->listed & bit_of(q)) == 0) continue;  // a stale entry, or seen already
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        const std::int64_t s = x->stats.slack(q, p);
+        if (s <= 0) continue;
+        x->stats.set_ceiling(q, p, x->stats.current(q, p));
+        grant(*x, q, p, -static_cast<std::uint64_t>(s));
+      }
+      x->listed = static_cast<quantity_mask>(x->listed & ~bit_of(q));
+      x->stats.clear_grown(bit_of(q));
     }
-    x->listed = static_cast<quantity_mask>(x->listed & ~bit_of(q));
-    x->stats.clear_grown(bit_of(q));
+    lists_[q].clear();
   }
-  lists_[q].clear();
   if (marks) {  // every listed state is settled, and locked: none holds an unmarked segment
     for (stats_holder* x : lists_[marks_slot]) {
       x->listed = static_cast<quantity_mask>(x->listed & ~marks_bit);

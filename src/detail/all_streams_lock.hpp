@@ -145,8 +145,10 @@ class engine::ceiling_lock {
     }
   }
   ~ceiling_lock() {
-    if (count_ > 1) settle_state_marks(*state_, e_.tc_scratch_);  // before any peak is raised
-    for (std::size_t i = 0; i < count_; ++i) held_[i]->sync();    // slack listed, then settled
+    // Marks lower only inactive-split counts: settled before an inactive-split peak is raised,
+    // and not otherwise (a sort of every lane slot).
+    if (count_ > 1 && crosses_inactive()) settle_state_marks(*state_, e_.tc_scratch_);
+    for (std::size_t i = 0; i < count_; ++i) held_[i]->sync();  // slack listed, then settled
     bool raised = false;
     for (std::size_t i = 0; i < count_; ++i) {
       raised |= e_.ledger_.settle(*held_[i], held_.data(), count_, e_.gstats_.peaks());
@@ -161,6 +163,14 @@ class engine::ceiling_lock {
   ceiling_lock& operator=(const ceiling_lock&) = delete;
 
  private:
+  bool crosses_inactive() const noexcept {
+    for (std::size_t i = 0; i < count_; ++i) {
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        if (held_[i]->stats.slack(q_inactive, p) < 0) return true;
+      }
+    }
+    return false;
+  }
   void hold(stats_holder& h) noexcept {
     h.lock();
     h.seized = true;

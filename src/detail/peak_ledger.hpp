@@ -17,6 +17,10 @@
 //     instant), takes their slack back and unlists them; the granted sums are then the exact
 //     totals;
 //  3. what room is still missing is a new maximum: the peaks rise to the totals.
+// One pull serves every quantity the change is short of (an allocation raises four at once).
+// Once its deficits are covered, the holder also takes what room the peaks still leave where
+// it was short (its ceiling above its current value, listed like any slack), so that its next
+// increases below the peaks need no settling; another holder that needs it pulls it back.
 // Thread-cache lanes (detail/thread_cache.hpp) count a segment whose live blocks all lie in
 // lanes as inactive split until a *mark* counts it wholly free: inactive-split counts may be
 // above a drain's, never below, and a peak of them must be raised from settled counts. So a
@@ -130,8 +134,9 @@ class peak_ledger {
   /// Room left for h's class `p` of quantity `q` under the four peaks it counts against.
   std::uint64_t room(const stats_holder& h, std::size_t q, std::size_t p,
                      const peak_table& global) const noexcept;
-  /// Takes back the slack of quantity `q` of every listed holder (see the file comment).
-  void pull(std::size_t q, stats_holder* const* held, std::size_t held_count) noexcept;
+  /// Takes back the slack of the quantities in `m` of every listed holder, in one consistent
+  /// state (see the file comment).
+  void pull(quantity_mask m, stats_holder* const* held, std::size_t held_count) noexcept;
   /// In a pull: true if `x` (listed) is still to be locked (`marks`: its state grouped).
   static bool pending(const stats_holder& x, bool marks) noexcept;
   /// In a pull: locks `x` after its stream state (`marks`: the whole state, marks settled).

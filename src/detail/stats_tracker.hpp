@@ -264,9 +264,25 @@ class stream_stats {
   std::uint64_t decreases(std::size_t q, std::size_t p) const noexcept { return dec_[q][p]; }
   std::uint64_t ceiling(std::size_t q, std::size_t p) const noexcept { return ceiling_[q][p]; }
   void set_ceiling(std::size_t q, std::size_t p, std::uint64_t c) noexcept { ceiling_[q][p] = c; }
+  /// Raises a ceiling by `add` bytes of room the ledger granted (the holder lists it: grown).
+  void add_room(std::size_t q, std::size_t p, std::uint64_t add) noexcept {
+    ceiling_[q][p] += add;
+    grown_ |= bit_of(q);
+  }
   /// Ceiling minus current (two's complement; negative while a forced change is not settled).
   std::int64_t slack(std::size_t q, std::size_t p) const noexcept {
     return static_cast<std::int64_t>(ceiling_[q][p] - current(q, p));
+  }
+  /// Bit q * pool_count + p for every (q, p) whose current value is above its ceiling.
+  std::uint32_t deficits() const noexcept {
+    static_assert(quantity_count * pool_count <= 32);
+    std::uint32_t m = 0;
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        m |= static_cast<std::uint32_t>(slack(q, p) < 0) << (q * pool_count + p);
+      }
+    }
+    return m;
   }
   /// Quantities whose slack may have grown since the ledger last took this holder's slack.
   quantity_mask grown() const noexcept { return grown_; }

@@ -171,6 +171,57 @@ TEST(peak_ledger, SettlingSeveralHoldersOfOneDrainGivesTheExactPeak) {
   EXPECT_EQ(w.global[q_allocated][pool_count], 10000u);
 }
 
+TEST(peak_ledger, ASettledHolderKeepsThePeaksHeadroomForItsNextIncreases) {
+  // Holder 0 reaches 1 MiB and frees it; holder 2 (same memory pool) then needs 64 KiB: the
+  // pull takes holder 0's slack back and holder 2 gets, with what it lacked, all the room
+  // below the peak, so that its next increases up to the peak cross nothing (no settling on
+  // the allocation path).
+  ledger_world w(3);
+  w.change(0, q_allocated, 1, 1 << 20);
+  w.change(0, q_allocated, 1, -(1 << 20));
+  w.change(2, q_allocated, 1, 64 << 10);
+  ASSERT_EQ(w.check(), "");
+  const stats_holder& h = w.boxes[2]->h;
+  EXPECT_EQ(h.stats.ceiling(q_allocated, 1), std::uint64_t{1} << 20);
+  EXPECT_FALSE(h.stats.crosses(q_allocated, 1, (1 << 20) - (64 << 10)));
+  EXPECT_TRUE(h.stats.crosses(q_allocated, 1, (1 << 20) - (64 << 10) + 1));
+  // Holder 0 needs room again: one pull takes it back from holder 2, and the peak stays.
+  const std::uint64_t pulls = w.ledger.pulls();
+  w.change(0, q_allocated, 1, 512 << 10);
+  EXPECT_EQ(w.ledger.pulls(), pulls + 1);
+  EXPECT_EQ(w.check(), "");
+  EXPECT_EQ(w.global[q_allocated][pool_count], std::uint64_t{1} << 20);
+}
+
+TEST(peak_ledger, OneSettleShortOfSeveralQuantitiesPullsOnce) {
+  // An allocation raises requested, allocated, active and allocations at once: when none has
+  // room, one pull takes the listed holders' slack of all four (each holder locked once).
+  ledger_world w(3);
+  const std::size_t qs[] = {q_requested, q_allocated, q_active, q_allocations};
+  for (std::size_t i : {0, 1}) {
+    for (std::size_t q : qs) w.change(i, q, 1, 4096);
+    for (std::size_t q : qs) w.change(i, q, 1, -4096);
+  }
+  ASSERT_EQ(w.check(), "");
+  const std::uint64_t pulls = w.ledger.pulls(), visits = w.ledger.visits();
+  stats_holder& h = w.boxes[2]->h;
+  stats_delta d;
+  for (std::size_t q : qs) d.d[q] = 12288;  // above the peaks: each is a new peak, too
+  h.guard->lock();
+  h.stats.apply(pool_kind::large, d);
+  stats_holder* held[] = {&h};
+  h.seized = true;
+  EXPECT_TRUE(w.ledger.settle(h, held, 1, w.global));
+  h.seized = false;
+  h.guard->unlock();
+  for (std::size_t q : qs) w.totals[0][q][1] += 12288;  // (holder 2 is in pool 0)
+  EXPECT_EQ(w.ledger.pulls(), pulls + 1);
+  // Holder 0's slack went to holder 1 when holder 1 settled; holder 1 freed it again and is
+  // listed for all four quantities: the one pull locks it once.
+  EXPECT_EQ(w.ledger.visits(), visits + 1);
+  for (std::size_t q : qs) EXPECT_EQ(w.global[q][pool_count], 12288u);
+}
+
 /// A stream state with two lanes, as the engine makes them (each lane's `outer` is the state),
 /// and a lane_group that counts a pending mark on a lane when it settles the state: lane 1
 /// holds `unmarked` inactive-split bytes that a drain would count wholly free.
