@@ -302,6 +302,18 @@ struct alignas(128) tc_lane : stats_holder {
   static constexpr std::uint32_t miss_limit = 32, min_backoff = 64, max_backoff = 8192;
   std::uint32_t misses = 0;
   std::uint32_t backoff = min_backoff;
+  /// Evictions since the last hit: `evict_limit` of them (the lane turned over with no block
+  /// taken back) make it cold like `miss_limit` misses, so frees that are never reused here go
+  /// straight to the stream.
+  static constexpr std::uint32_t evict_limit = 16;
+  std::uint32_t evicted = 0;
+  /// Under `lock`: an eviction made room for a put.
+  void count_eviction() noexcept {
+    if (++evicted < evict_limit) return;
+    evicted = 0;
+    cold.store(backoff, std::memory_order_relaxed);
+    backoff = backoff < max_backoff ? 2 * backoff : max_backoff;
+  }
   std::atomic<std::uint32_t> cold{0};  ///< allocations left to skip the lane (lock-free reads)
   /// Has held a block (so may have counts and a ceiling); an unused lane is left out of
   /// all_streams_lock and ceiling_lock (stats_holder::seized: locked by one). Written under
@@ -342,6 +354,7 @@ struct alignas(128) tc_lane : stats_holder {
     b->in_lane.store(false, std::memory_order_relaxed);
     ++stats.num_allocs;
     misses = 0;
+    evicted = 0;
     backoff = min_backoff;
     return b;
   }

@@ -3,7 +3,8 @@
 // threads that exit leave nothing unaccounted; empty_cache, trim and the out-of-memory path
 // take back what lanes hold, from any thread; an allocator destroyed while a thread still has
 // blocks in its lanes is no hazard; no reader sees a block a lane evicts counted as allocated;
-// a lane drained while cold comes back; the config keys switch it off and size it.
+// a lane drained while cold comes back; a lane whose frees are never taken back goes cold; the
+// config keys switch it off and size it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -369,6 +370,25 @@ TEST(thread_cache, ALaneDrainedWhileColdComesBack) {
   for (void* p : {x, w}) a.deallocate(p);
   for (void* p : held) a.deallocate(p);
   expect_stats_match_snapshot(a);
+}
+
+TEST(thread_cache, ALaneThatTurnsOverWithNoBlockTakenBackGoesCold) {
+  // Frees that are never reused on this thread (a training step's backward pass) fill the
+  // lane and then each evict its oldest block: after a lane's worth of evictions with no hit
+  // the lane goes cold, and the next frees go straight to the stream, where they coalesce.
+  allocator a(config{}, device());
+  std::vector<char*> x;
+  for (int i = 0; i < 40; ++i) x.push_back(static_cast<char*>(a.allocate(KiB, s(1))));
+  for (int i = 1; i < 40; ++i) ASSERT_EQ(x[i], x[i - 1] + KiB);
+  for (int i = 0; i < 32; ++i) a.deallocate(x[i]);  // 16 into the lane, then 16 evictions
+  a.deallocate(x[32]);  // cold: to the stream, and so does x[33], next to it
+  a.deallocate(x[33]);
+  void* w = a.allocate(2 * KiB, s(1));  // the stream's exact fit: the two joined
+  EXPECT_EQ(w, x[32]) << "the lane kept taking frees that it never gave back";
+  a.deallocate(w);
+  for (int i = 34; i < 40; ++i) a.deallocate(x[i]);
+  expect_stats_match_snapshot(a);
+  EXPECT_EQ(a.stats().allocated_bytes.all.current, 0u);
 }
 
 TEST(thread_cache, ConfigKeys) {
