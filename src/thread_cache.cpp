@@ -106,6 +106,7 @@ bool engine::tc_evict(stream_state& ss, tc_lane& l) {
     }
   }
   ss.lock.unlock();
+  if (b != nullptr) l.count_eviction();  // (a lane that turns over with no hit goes cold)
   return b != nullptr;
 }
 

@@ -47,7 +47,6 @@ inline bool engine::tc_put(block* b, stream_t stream, bool on_stream) {
   bool evicted = false;
   if (r == tc_lane::put_result::full && tc_evict(ss, l)) [[unlikely]] {
     evicted = true;
-    l.count_eviction();
     r = l.put(b, tc_capacity_, false);
   }
   if (r == tc_lane::put_result::over_ceiling &&

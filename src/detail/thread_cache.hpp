@@ -94,8 +94,7 @@ struct alignas(128) tc_lane : stats_holder {
     }
     if (++misses >= miss_limit) {  // a workload the lane does not serve (random sizes)
       misses = 0;
-      cold.store(backoff, std::memory_order_relaxed);
-      backoff = backoff < max_backoff ? 2 * backoff : max_backoff;
+      go_cold();
     }
     return nullptr;
   }
@@ -311,6 +310,10 @@ struct alignas(128) tc_lane : stats_holder {
   void count_eviction() noexcept {
     if (++evicted < evict_limit) return;
     evicted = 0;
+    go_cold();
+  }
+  /// Under `lock`: skips the lane for `backoff` allocations, doubling the next back-off.
+  void go_cold() noexcept {
     cold.store(backoff, std::memory_order_relaxed);
     backoff = backoff < max_backoff ? 2 * backoff : max_backoff;
   }
