@@ -99,6 +99,9 @@ block* engine::allocate_slow(stream_state& ss, pool_kind pool, std::size_t round
   const slow_pass pass(mp, requested, stream);  // refused while the pool sleeps (pool_sleep.hpp)
   // 0. A block fits but its stats crossed this stream's ceiling: redo under a ceiling_lock.
   if (over_ceiling) {
+    if (ss.tcache) {
+      if (block* b = tc_take_lent(ss, pool, rounded, requested)) return b;
+    }
     if (block* b = take_all_locked(ss, pool, rounded, requested)) return b;
   }
   // A request no segment can ever hold fails before anything changes (no event is polled).

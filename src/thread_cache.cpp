@@ -1,9 +1,10 @@
 // The thread cache's cold parts (detail/thread_cache.hpp): a lane hit or cache that crosses a
-// stats ceiling (redone under a ceiling_lock of the lane's stream state), eviction, draining
-// lanes back into their streams (a growth drains only its own state's, under that state's
-// ceiling_lock; empty_cache, trim and the out-of-memory path drain every lane), the stats view,
-// and giving a stream state its lanes. The segment marks (a segment lanes hold whole counted wholly
-// free) are in thread_cache_marks.cpp.
+// stats ceiling (room borrowed from a sibling or the stream, else redone under a ceiling_lock of
+// the lane's stream state), a stream allocation that crosses one (room lent by its lanes),
+// eviction, draining lanes back into their streams (a growth drains only its own state's, under
+// that state's ceiling_lock, and only if a lane holds a block; empty_cache, trim and the
+// out-of-memory path drain every lane), the stats view, and giving a stream state its lanes. The
+// segment marks (a segment lanes hold whole counted wholly free) are in thread_cache_marks.cpp.
 #include <algorithm>
 #include <atomic>
 #include <iterator>
@@ -75,6 +76,37 @@ bool engine::tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_
   const bool done = ask(ss.stats);
   ss.lock.unlock();
   return done;
+}
+
+block* engine::tc_take_lent(stream_state& ss, pool_kind pool, std::size_t rounded,
+                            std::size_t requested) {
+  // The lanes free what the stream allocates (a training step frees on its thread what the
+  // stream handed out long before), so their slack is where the stream's next room lies: half
+  // of it (the rest for the lane's own next hits) moves to the stream under both locks (lanes
+  // tried: the stream's lock comes first), as tc_borrow moves it the other way, instead of a
+  // ceiling_lock trip and a ledger pull. A lane not listed for these quantities has no slack.
+  constexpr quantity_mask lent = free_mask | bit_of(q_inactive);
+  std::lock_guard<spinlock> lock(ss.lock);
+  bool moved = false;
+  for (tc_lane& l : ss.tcache->lanes) {
+    if (!l.used.load(std::memory_order_acquire) || !l.lock.try_lock()) continue;
+    if ((l.listed & lent) == 0) {  // at its ceilings there (detail/peak_ledger.hpp)
+      l.lock.unlock();
+      continue;
+    }
+    for (const std::size_t q : {q_allocated, q_requested, q_active, q_allocations, q_inactive}) {
+      for (std::size_t p = 0; p < pool_count; ++p) {
+        const std::int64_t slack = l.stats.slack(q, p);
+        if (slack > 0)
+          moved |= l.stats.give(q, p, (static_cast<std::uint64_t>(slack) + 1) / 2, ss.stats) != 0;
+      }
+    }
+    l.lock.unlock();
+  }
+  ss.sync();  // (lists the room it took with the peak ledger)
+  if (!moved) return nullptr;
+  bool over_ceiling = false;
+  return take_cached(ss, pool, rounded, requested, false, &over_ceiling);
 }
 
 bool engine::tc_evict(stream_state& ss, tc_lane& l) {
@@ -168,7 +200,15 @@ void engine::tc_flush() {
 block* engine::tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,
                                  std::size_t requested) {
   // Only this state's lanes: a growth needs no other stream's blocks (a release across streams,
-  // under pressure, drains them all: tc_flush).
+  // under pressure, drains them all: tc_flush). Lanes that hold no block have none to give:
+  // read without their locks (a lane filled meanwhile is as if filled after this growth), so
+  // that a growth with empty lanes takes no ceiling_lock.
+  const auto& lanes = ss.tcache->lanes;
+  if (std::none_of(lanes.begin(), lanes.end(), [](const tc_lane& l) {
+        return l.filled.load(std::memory_order_relaxed) != 0;
+      })) {
+    return nullptr;
+  }
   ceiling_lock all(*this, ss);
   if (!tc_drain(ss)) return nullptr;
   bool unused = false;

@@ -251,6 +251,8 @@ class engine {
   [[gnu::noinline]] bool tc_evict(stream_state& ss, tc_lane& l);
   [[gnu::noinline]] bool tc_borrow(stream_state& ss, tc_lane& me, pool_kind pool, std::size_t size,
                                    std::size_t requested, std::uint64_t inactive, bool alloc);
+  /// An allocation of `ss` crossed a ceiling: takes its lanes' slack (tried), then retries.
+  block* tc_take_lent(stream_state& ss, pool_kind pool, std::size_t rounded, std::size_t requested);
   bool tc_drain(stream_state& ss);  // ss and its lanes seized: their blocks freed unchecked
   void tc_flush();
   block* tc_flush_and_take(stream_state& ss, pool_kind pool, std::size_t rounded,

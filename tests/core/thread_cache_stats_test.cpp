@@ -247,6 +247,40 @@ TEST_P(lane_stats, ALaneThatEvictsLeavesTheSameStats) {
   t.check("end");
 }
 
+TEST_P(lane_stats, AStreamAllocationTakesTheRoomItsLanesFreed) {
+  // A training step: the stream hands out blocks, the thread frees them into its lane (the
+  // lane's counts go below zero: it holds the room), and the next allocations are of sizes the
+  // lane cannot serve, so the stream serves them above its own ceilings and takes the room its
+  // lanes freed (a worker thread's lane too), or raises the peaks where there is none; small
+  // and large blocks alternate near the all-classes peak. Every current and peak as without
+  // lanes, at each step.
+  twin t(GetParam());
+  worker w;
+  for (std::size_t i = 0; i < 8; ++i) t.alloc(i, 4 * KiB);
+  t.alloc(8, 4 * MiB);
+  for (std::size_t i = 0; i < 4; ++i) t.free(i);
+  for (std::size_t i = 4; i < 8; ++i) t.free(i, &w);
+  t.check("eight blocks in two lanes");
+  for (std::size_t i = 10; i < 14; ++i) t.alloc(i, 64 * KiB);  // the stream, above its ceiling
+  t.check("64 KiB blocks from the stream");
+  t.free(8);
+  t.alloc(9, 2 * MiB);
+  for (std::size_t i = 14; i < 24; ++i) {
+    t.alloc(i, i % 2 == 0 ? 3 * MiB : 128 * KiB);  // new peaks of both classes
+    t.check("block " + std::to_string(i));
+  }
+  for (std::size_t i = 14; i < 24; i += 2) t.free(i);
+  for (std::size_t i = 14; i < 24; i += 2) t.alloc(i, 2 * MiB + 4 * KiB);
+  t.check("large blocks again");
+  t.reset_peaks();
+  for (std::size_t i = 0; i < 8; ++i) t.alloc(i, 4 * KiB, i < 4 ? nullptr : &w);
+  t.check("back from the lanes");
+  for (std::size_t i = 0; i < 24; ++i) {
+    if (i != 8) t.free(i, i % 3 == 0 ? &w : nullptr);
+  }
+  t.check("end");
+}
+
 TEST_P(lane_stats, TwoThreadsLanesHoldASegmentsLastBlocks) {
   twin t(GetParam());
   worker a, b;
