@@ -23,19 +23,31 @@ void peak_ledger::list(stats_holder& h, quantity_mask m) noexcept {
   h.listed |= m;
 }
 
+namespace {
+/// Room a peak leaves over a granted sum. (Signed: while several holders settle one after
+/// another, a sum may be above a peak for a moment, the ceilings of those not settled yet lying
+/// below their current values.)
+std::uint64_t left(std::uint64_t peak, std::uint64_t granted) noexcept {
+  const auto d = static_cast<std::int64_t>(peak - granted);
+  return d > 0 ? static_cast<std::uint64_t>(d) : 0;
+}
+}  // namespace
+
+std::uint64_t peak_ledger::class_room(const stats_holder& h, std::size_t q, std::size_t p,
+                                      const peak_table& global) const noexcept {
+  return std::min(left(h.peaks->peak[q][p], h.peaks->granted[q][p]),
+                  left(global[q][p], granted_[q][p]));
+}
+
+std::uint64_t peak_ledger::all_room(const stats_holder& h, std::size_t q,
+                                    const peak_table& global) const noexcept {
+  return std::min(left(h.peaks->peak[q][pool_count], h.peaks->granted[q][pool_count]),
+                  left(global[q][pool_count], granted_[q][pool_count]));
+}
+
 std::uint64_t peak_ledger::room(const stats_holder& h, std::size_t q, std::size_t p,
                                 const peak_table& global) const noexcept {
-  const pool_peaks& pp = *h.peaks;
-  // (Signed: while several holders settle one after another, a sum may be below zero for a
-  // moment, the ceilings of those not settled yet lying below their current values.)
-  const auto left = [](std::uint64_t peak, std::uint64_t granted) -> std::uint64_t {
-    const auto d = static_cast<std::int64_t>(peak - granted);
-    return d > 0 ? static_cast<std::uint64_t>(d) : 0;
-  };
-  return std::min({left(pp.peak[q][p], pp.granted[q][p]),
-                   left(pp.peak[q][pool_count], pp.granted[q][pool_count]),
-                   left(global[q][p], granted_[q][p]),
-                   left(global[q][pool_count], granted_[q][pool_count])});
+  return std::min(class_room(h, q, p, global), all_room(h, q, global));
 }
 
 bool peak_ledger::settle(stats_holder& h, stats_holder* const* held, std::size_t held_count,
@@ -75,17 +87,48 @@ bool peak_ledger::settle(stats_holder& h, stats_holder* const* held, std::size_t
     h.stats.set_ceiling(q, p, h.stats.current(q, p));
     grant(h, q, p, n);
   });
-  // Every deficit covered: what the peaks leave over goes to h where it was short, so that its
-  // next increases there need no settling (a holder that needs it takes it back by a pull: h
-  // is listed for it).
+  // Every deficit covered: what the peaks leave over goes to h for the quantities it was short
+  // of, so that its next increases there need no settling (a holder that needs it takes it
+  // back by a pull: h is listed for it). Shared between the size classes, but for
+  // inactive-split bytes: their room is only where h was short (a holder with lanes that lists
+  // itself for them makes the next pull of them settle its lane marks).
+  quantity_mask short_q = 0;
   each([&](std::size_t q, std::size_t p) {
-    if (const std::uint64_t spare = room(h, q, p, global); spare != 0) {
+    if (q != q_inactive) {
+      short_q |= bit_of(q);
+    } else if (const std::uint64_t spare = room(h, q, p, global); spare != 0) {
       h.stats.add_room(q, p, spare);
       grant(h, q, p, spare);
     }
   });
+  for (quantity_mask m = short_q; m != 0; m &= static_cast<quantity_mask>(m - 1)) {
+    share_spare(h, static_cast<std::size_t>(std::countr_zero(m)), global);
+  }
   h.sync();
   return raised;
+}
+
+void peak_ledger::share_spare(stats_holder& h, std::size_t q, const peak_table& global) noexcept {
+  // The all-classes peak bounds the sum of the classes' ceilings: all of its room given to the
+  // class that was short would leave the other at its ceiling, and each change of class would
+  // then settle and pull the room back from the other. So each class gets the room its own
+  // peaks leave, up to an equal share of what the all-classes peaks leave, and what one class
+  // cannot use goes to the other.
+  static_assert(pool_count == 2, "two size classes share the all-classes room");
+  const std::uint64_t want0 = class_room(h, q, 0, global), want1 = class_room(h, q, 1, global);
+  const std::uint64_t all = all_room(h, q, global);
+  std::uint64_t give0 = want0, give1 = want1;
+  if (want0 > all || want1 > all - want0) {
+    give0 = std::min(want0, all / 2);
+    give1 = std::min(want1, all - give0);
+    give0 = std::min(want0, all - give1);
+  }
+  const std::uint64_t give[pool_count] = {give0, give1};
+  for (std::size_t p = 0; p < pool_count; ++p) {
+    if (give[p] == 0) continue;
+    h.stats.add_room(q, p, give[p]);
+    grant(h, q, p, give[p]);
+  }
 }
 
 bool peak_ledger::pending(const stats_holder& x, bool marks) noexcept {

@@ -18,9 +18,11 @@
 //     totals;
 //  3. what room is still missing is a new maximum: the peaks rise to the totals.
 // One pull serves every quantity the change is short of (an allocation raises four at once).
-// Once its deficits are covered, the holder also takes what room the peaks still leave where
-// it was short (its ceiling above its current value, listed like any slack), so that its next
-// increases below the peaks need no settling; another holder that needs it pulls it back.
+// Once its deficits are covered, the holder also takes what room the peaks still leave for the
+// quantities it was short of (its ceiling above its current value, listed like any slack),
+// shared between the size classes where the all-classes peak bounds their sum, so that its next
+// increases below the peaks, of either class, need no settling; another holder that needs it
+// pulls it back.
 // Thread-cache lanes (detail/thread_cache.hpp) count a segment whose live blocks all lie in
 // lanes as inactive split until a *mark* counts it wholly free: inactive-split counts may be
 // above a drain's, never below, and a peak of them must be raised from settled counts. So a
@@ -134,6 +136,15 @@ class peak_ledger {
   /// Room left for h's class `p` of quantity `q` under the four peaks it counts against.
   std::uint64_t room(const stats_holder& h, std::size_t q, std::size_t p,
                      const peak_table& global) const noexcept;
+  /// Room left for h's class `p` of quantity `q` under the two peaks of that class.
+  std::uint64_t class_room(const stats_holder& h, std::size_t q, std::size_t p,
+                           const peak_table& global) const noexcept;
+  /// Room left for h's quantity `q` under the two all-classes peaks.
+  std::uint64_t all_room(const stats_holder& h, std::size_t q,
+                         const peak_table& global) const noexcept;
+  /// After h's deficits of quantity `q` are covered: gives h the room the peaks leave, shared
+  /// between the size classes.
+  void share_spare(stats_holder& h, std::size_t q, const peak_table& global) noexcept;
   /// Takes back the slack of the quantities in `m` of every listed holder, in one consistent
   /// state (see the file comment).
   void pull(quantity_mask m, stats_holder* const* held, std::size_t held_count) noexcept;

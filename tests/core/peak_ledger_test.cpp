@@ -193,6 +193,35 @@ TEST(peak_ledger, ASettledHolderKeepsThePeaksHeadroomForItsNextIncreases) {
   EXPECT_EQ(w.global[q_allocated][pool_count], std::uint64_t{1} << 20);
 }
 
+TEST(peak_ledger, TheRoomBelowTheAllClassesPeakIsSharedBetweenTheClasses) {
+  // Small blocks peaked at 100, large ones at 1,000, both together at 1,000. A small increase
+  // settles: the room the all-classes peak leaves (999 once it is counted) is shared, so that
+  // the large class keeps what its next increases need and does not pull it back from the
+  // small class (which would leave small at its ceiling, and so on at each change of class).
+  ledger_world w(1);
+  w.change(0, q_active, 0, 100);
+  w.change(0, q_active, 0, -100);
+  w.change(0, q_active, 1, 1000);
+  w.change(0, q_active, 1, -1000);
+  w.change(0, q_active, 0, 1);  // settles: small's ceiling 100, large's 1000 - 100
+  ASSERT_EQ(w.check(), "");
+  const stats_holder& h = w.boxes[0]->h;
+  EXPECT_EQ(h.stats.ceiling(q_active, 0), 100u);
+  EXPECT_EQ(h.stats.ceiling(q_active, 1), 900u);
+  const std::uint64_t pulls = w.ledger.pulls();
+  for (int k = 0; k < 9; ++k) {
+    w.change(0, q_active, 1, 100);  // alternating classes, all below the peaks: no settling
+    w.change(0, q_active, 0, k % 2 == 0 ? 10 : -10);
+  }
+  EXPECT_EQ(w.ledger.pulls(), pulls);
+  EXPECT_EQ(w.check(), "");
+  w.change(0, q_active, 1, 100);  // 1,011 in all (small 11, large 1,000): a new peak
+  EXPECT_EQ(w.check(), "");
+  EXPECT_EQ(w.global[q_active][pool_count], 1011u);
+  EXPECT_EQ(w.global[q_active][1], 1000u);
+  EXPECT_EQ(w.global[q_active][0], 100u);
+}
+
 TEST(peak_ledger, OneSettleShortOfSeveralQuantitiesPullsOnce) {
   // An allocation raises requested, allocated, active and allocations at once: when none has
   // room, one pull takes the listed holders' slack of all four (each holder locked once).
