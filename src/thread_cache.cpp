@@ -94,7 +94,8 @@ block* engine::tc_take_lent(stream_state& ss, pool_kind pool, std::size_t rounde
       l.lock.unlock();
       continue;
     }
-    for (const std::size_t q : {q_allocated, q_requested, q_active, q_allocations, q_inactive}) {
+    for (std::size_t q = 0; q < quantity_count; ++q) {
+      if ((lent & bit_of(q)) == 0) continue;
       for (std::size_t p = 0; p < pool_count; ++p) {
         const std::int64_t slack = l.stats.slack(q, p);
         if (slack > 0)
